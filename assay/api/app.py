@@ -1,0 +1,45 @@
+"""The FastAPI app: thin routes over the scoring services."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from assay.api.errors import install_error_handlers
+from assay.api.routes import batches, health, items
+from assay.scoring.criteria import register_all_suites
+from assay.scoring.store.db import transaction
+from assay.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Assay scores LLM outputs (generated KQL, agent sessions, generated pandas code) with
+deterministic metrics and an LLM judge. Every score is stamped with the SHA-256 criteria hash of the
+suite that produced it. Authenticate with `Authorization: Bearer <API key>`; behind a trusted proxy
+(oauth2-proxy) the `X-Forwarded-User` header identifies the user."""
+
+
+def _register_suites() -> None:
+    with transaction() as session:
+        hashes = register_all_suites(session, get_settings().config_dir)
+    for name, criteria_hash in hashes.items():
+        log.info("suite %s: current criteria %s", name, criteria_hash)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    await run_in_threadpool(_register_suites)
+    yield
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Assay", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(batches.router)
+    app.include_router(items.router)
+    return app

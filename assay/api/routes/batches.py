@@ -1,0 +1,219 @@
+"""Batch endpoints: thin adapters over ``assay.scoring.batches`` and ``assay.scoring.ingest``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from assay.api.auth import Principal, require_principal
+from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage
+from assay.api.publish import publish_components, start_planner
+from assay.scoring import batches as svc
+from assay.scoring.criteria import current_suite, load_criteria
+from assay.scoring.errors import PayloadTooLarge
+from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
+from assay.scoring.kinds import get_kind
+from assay.scoring.store.db import new_session, transaction
+from assay.scoring.views import batch_view, flat_row, score_view
+from assay.settings import get_settings
+
+router = APIRouter(prefix="/api/v1/batches", tags=["batches"])
+FEED_BYTES = 1 << 20
+
+UPLOAD_DOC = """Upload items for a suite as **JSONL** (one JSON object per line) or a **JSON array**, in the raw
+request body (`Content-Type: application/x-ndjson` or `application/json`). The body is streamed into
+the store in one transaction: by default any bad line rejects the whole upload (422, listing the bad
+lines with their line numbers, nothing written); with `partial=true` the good lines are accepted and
+the bad ones reported. A body over the configured limit gets 413. Returns 202 with the batch id at
+once; scoring runs in the workers. A retried upload with the same `Idempotency-Key` returns the first
+batch instead of creating a second one."""
+
+
+@router.post("", status_code=202, response_model=BatchAccepted, summary="Submit a batch", description=UPLOAD_DOC)
+async def create_batch(
+    request: Request,
+    response: Response,
+    principal: Annotated[Principal, Depends(require_principal)],
+    suite: Annotated[str, Query(description="Suite name (a file in config/suites/).", min_length=1, max_length=100)],
+    partial: Annotated[bool, Query(description="Accept the good lines when some are bad.")] = False,
+    idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+) -> BatchAccepted:
+    settings = get_settings()
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes:
+        raise PayloadTooLarge(f"upload exceeds {settings.max_upload_bytes} bytes", limit_bytes=settings.max_upload_bytes)
+    limits = IngestLimits(
+        max_items=settings.max_items_per_batch,
+        max_item_bytes=settings.max_item_bytes,
+        max_body_bytes=settings.max_upload_bytes,
+        max_reported_bad_lines=settings.max_reported_bad_lines,
+    )
+    session = new_session()
+    try:
+        await run_in_threadpool(session.begin)
+
+        def start() -> BatchWriter:
+            record = current_suite(session, suite)
+            writer = BatchWriter(
+                session,
+                suite=record,
+                kind=get_kind(record.kind),
+                created_by=principal.name,
+                limits=limits,
+                partial=partial,
+                idempotency_key=idempotency_key,
+            )
+            writer.begin()
+            return writer
+
+        writer = await run_in_threadpool(start)
+        assert writer.result is not None
+        if writer.result.created:
+            pending: list[bytes] = []
+            size = 0
+            async for chunk in request.stream():
+                pending.append(chunk)
+                size += len(chunk)
+                if size >= FEED_BYTES:
+                    await run_in_threadpool(writer.feed, b"".join(pending))
+                    pending, size = [], 0
+            await run_in_threadpool(writer.feed, b"".join(pending))
+            result: IngestResult = await run_in_threadpool(writer.finish)
+        else:
+            result = writer.result
+            response.headers["Idempotent-Replay"] = "true"
+        await run_in_threadpool(session.commit)
+    except BaseException:
+        await run_in_threadpool(session.rollback)
+        raise
+    finally:
+        await run_in_threadpool(session.close)
+    if result.created:
+        start_planner(result.batch.id)
+    batch_id = str(result.batch.id)
+    response.headers["Location"] = f"/api/v1/batches/{batch_id}"
+    return BatchAccepted(
+        batch_id=batch_id,
+        status=result.batch.status,
+        suite=result.batch.suite_name,
+        criteria_hash=result.batch.criteria_hash,
+        accepted=result.accepted,
+        rejected=result.bad_line_count,
+        bad_lines=[b.to_dict() for b in result.bad_lines],
+        replayed=not result.created,
+    )
+
+
+@router.get("", response_model=BatchList, summary="List batches, newest first")
+def list_batches(
+    _: Annotated[Principal, Depends(require_principal)],
+    suite: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> BatchList:
+    with transaction() as session:
+        rows = svc.list_batches(session, limit=limit, offset=offset, suite=suite)
+        return BatchList(batches=[BatchOut(**batch_view(b, svc.progress(session, b))) for b in rows])
+
+
+@router.get("/{batch_id}", response_model=BatchOut, summary="A batch with its progress and summary")
+def get_batch(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> BatchOut:
+    with transaction() as session:
+        batch = svc.get_batch(session, batch_id)
+        return BatchOut(**batch_view(batch, svc.progress(session, batch)))
+
+
+@router.post("/{batch_id}/cancel", response_model=BatchOut, summary="Cancel: drop queued work, keep finished scores")
+def cancel_batch(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> BatchOut:
+    with transaction() as session:
+        batch = svc.get_batch(session, batch_id)
+        svc.cancel(session, batch)
+        return BatchOut(**batch_view(batch, svc.progress(session, batch)))
+
+
+@router.post(
+    "/{batch_id}/retry-failed",
+    response_model=BatchOut,
+    summary="Re-run only the failed items; components that already landed are kept (never paid twice)",
+)
+def retry_failed(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> BatchOut:
+    with transaction() as session:
+        batch = svc.get_batch(session, batch_id)
+        refs = svc.retry_failed(session, batch)
+        view = BatchOut(**batch_view(batch, svc.progress(session, batch)))
+    publish_components(refs)
+    return view
+
+
+@router.delete("/{batch_id}", status_code=204, summary="Delete a batch with its items and scores")
+def delete_batch(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> Response:
+    with transaction() as session:
+        svc.delete_batch(session, svc.get_batch(session, batch_id))
+    return Response(status_code=204)
+
+
+ResultFilter = Literal["all", "passed", "failed", "errored"]
+
+
+@router.get(
+    "/{batch_id}/results",
+    response_model=ResultsPage,
+    summary="Results, paginated; or a streamed export with format=jsonl|csv",
+    responses={200: {"content": {"application/x-ndjson": {}, "text/csv": {}}}},
+)
+def results(
+    batch_id: uuid.UUID,
+    _: Annotated[Principal, Depends(require_principal)],
+    status: Annotated[ResultFilter, Query(description="passed / failed (below threshold) / errored")] = "all",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    format: Annotated[Literal["json", "jsonl", "csv"], Query(description="json: a page; jsonl/csv: every result, streamed")] = "json",
+) -> Any:
+    with transaction() as session:
+        batch = svc.get_batch(session, batch_id)
+        criteria = load_criteria(session, batch.criteria_hash)
+        if format == "json":
+            page = svc.results_page(session, batch_id, status=status, limit=limit, offset=offset)
+            return ResultsPage(
+                batch_id=str(batch_id),
+                total=page.total,
+                limit=limit,
+                offset=offset,
+                results=[score_view(s, threshold=criteria.threshold) for s in page.rows],
+            )
+    return StreamingResponse(
+        _export(batch_id, status, format, list(criteria.components), criteria.threshold),
+        media_type="application/x-ndjson" if format == "jsonl" else "text/csv",
+        headers={"Content-Disposition": f'attachment; filename="batch-{batch_id}.{format}"'},
+    )
+
+
+def _export(batch_id: uuid.UUID, status: str, fmt: str, components: list[str], threshold: float) -> Iterator[str]:
+    session = new_session()
+    try:
+        rows = svc.iter_results(session, batch_id, status=status)
+        if fmt == "jsonl":
+            for score in rows:
+                yield json.dumps(score_view(score, threshold=threshold)) + "\n"
+            return
+        writer_buf = io.StringIO()
+        writer: csv.DictWriter[str] | None = None
+        for score in rows:
+            row = flat_row(score, components)
+            if writer is None:
+                writer = csv.DictWriter(writer_buf, fieldnames=list(row))
+                writer.writeheader()
+            writer.writerow(row)
+            yield writer_buf.getvalue()
+            writer_buf.seek(0)
+            writer_buf.truncate()
+    finally:
+        session.close()

@@ -1,0 +1,126 @@
+"""Request and response schemas of the API (they make the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class BadLineOut(BaseModel):
+    line: int = Field(..., description="1-based line number (or array index + 1)")
+    reason: str
+
+
+class BatchAccepted(BaseModel):
+    batch_id: str
+    status: str
+    suite: str
+    criteria_hash: str
+    accepted: int = Field(..., description="Items written")
+    rejected: int = Field(..., description="Bad lines (only with partial=true; otherwise the upload is refused)")
+    bad_lines: list[BadLineOut] = Field(default_factory=list, description="The first bad lines, with reasons")
+    replayed: bool = Field(False, description="True when an Idempotency-Key matched an earlier upload")
+
+
+class Progress(BaseModel):
+    total: int
+    done: int
+    pending: int
+    in_progress: int
+    completed: int
+    passed: int
+    failed: int = Field(..., description="Scored below the threshold")
+    errored: int = Field(..., description="Could not be scored (a component failed or timed out)")
+    cancelled: int
+    partial: int = Field(..., description="Scored with a skipped component, weights renormalised")
+    rate_per_second: float
+    eta_seconds: float | None
+    percent: float
+
+
+class BatchOut(BaseModel):
+    batch_id: str
+    suite: str
+    criteria_hash: str
+    status: str = Field(..., description="planning, running, completed, cancelled or failed")
+    created_by: str
+    total_items: int
+    created_at: str | None
+    finished_at: str | None
+    progress: Progress | None
+    summary: dict[str, Any] | None = Field(None, description="Pass rate, per-component mean / median, errors by kind")
+
+
+class BatchList(BaseModel):
+    batches: list[BatchOut]
+
+
+class ComponentOut(BaseModel):
+    status: str = Field(..., description="pending, in_progress, deferred, ok, failed, skipped or cancelled")
+    score: float | None
+    weight: float
+    weighted_score: float | None
+    details: dict[str, Any]
+    reason: str | None
+    attempts: int
+
+
+class ScoreOut(BaseModel):
+    score_id: str
+    item_id: str
+    batch_id: str | None
+    position: int
+    suite: str
+    criteria_hash: str
+    status: str = Field(..., description="pending, in_progress, completed, failed, timed_out or cancelled")
+    total_score: float | None = Field(..., description="In [0, 1]")
+    passed: bool | None
+    partial: bool = Field(..., description="A component was skipped and the weights renormalised")
+    components: dict[str, ComponentOut]
+    error_kind: str | None
+    error_message: str | None
+    raw_judge_output: str | None
+    usage: dict[str, Any]
+    cost_usd: float
+    triggered_by: str
+    created_at: str | None
+    started_at: str | None
+    completed_at: str | None
+    threshold: float | None = None
+    is_current_criteria: bool | None = None
+    renormalized: dict[str, Any] | None = None
+
+
+class ResultsPage(BaseModel):
+    batch_id: str
+    total: int
+    limit: int
+    offset: int
+    results: list[ScoreOut]
+
+
+class ItemOut(BaseModel):
+    item_id: str
+    kind: str
+    external_id: str | None
+    content_hash: str
+    payload: dict[str, Any]
+    created_at: str | None
+    scores: list[ScoreOut]
+
+
+class CriteriaOut(BaseModel):
+    criteria_hash: str
+    created_at: str | None
+    suites: list[str] = Field(..., description="Suites whose current criteria this is")
+    criteria_content: dict[str, Any] | None = None
+
+
+class CriteriaList(BaseModel):
+    criteria: list[CriteriaOut]
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] = Field(default_factory=dict)

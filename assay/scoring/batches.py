@@ -1,0 +1,190 @@
+"""Batch operations: progress, results, cancel, retry-failed, delete. Services flush; callers commit."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session, selectinload
+
+from assay.scoring.errors import Conflict, NotFound
+from assay.scoring.pipeline import ACTIVE_SCORE_STATUSES, ComponentRef, batch_counts, batch_summary
+from assay.scoring.store.models import LANDED_COMPONENT_STATUSES, Batch, Item, Score, ScoreComponent, utcnow
+
+RESULT_FILTERS = ("all", "passed", "failed", "errored")
+
+
+def get_batch(session: Session, batch_id: uuid.UUID) -> Batch:
+    batch = session.get(Batch, batch_id)
+    if batch is None:
+        raise NotFound(f"no batch {batch_id}")
+    return batch
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    if moment is not None and moment.tzinfo is None:  # SQLite returns naive UTC
+        from datetime import timezone
+
+        return moment.replace(tzinfo=timezone.utc)
+    return moment
+
+
+def progress(session: Session, batch: Batch) -> dict[str, Any]:
+    counts = batch_counts(session, batch.id)
+    done = counts["completed"] + counts["errored"]
+    started = _aware(batch.created_at)
+    end = _aware(batch.finished_at) or utcnow()
+    elapsed = max((end - started).total_seconds(), 1e-6) if started else None
+    rate = done / elapsed if elapsed and done else 0.0
+    remaining = batch.total_items - done - counts["cancelled"]
+    active = batch.status in ("planning", "running")
+    return {
+        "total": batch.total_items,
+        "done": done,
+        **counts,
+        "rate_per_second": round(rate, 3),
+        "eta_seconds": round(remaining / rate, 1) if active and rate > 0 else None,
+        "percent": round(100.0 * done / batch.total_items, 2) if batch.total_items else 100.0,
+    }
+
+
+def list_batches(session: Session, *, limit: int, offset: int, suite: str | None = None) -> list[Batch]:
+    query = select(Batch).order_by(Batch.created_at.desc()).limit(limit).offset(offset)
+    if suite:
+        query = query.where(Batch.suite_name == suite)
+    return list(session.scalars(query))
+
+
+def cancel(session: Session, batch: Batch) -> int:
+    """Drop queued work; finished scores stay. Returns how many scores were cancelled."""
+    if batch.status in ("completed", "cancelled"):
+        raise Conflict(f"batch {batch.id} is already {batch.status}")
+    active = select(Score.id).where(Score.batch_id == batch.id, Score.status.in_(ACTIVE_SCORE_STATUSES))
+    session.execute(
+        update(ScoreComponent)
+        .where(ScoreComponent.score_id.in_(active), ScoreComponent.status.not_in(LANDED_COMPONENT_STATUSES))
+        .values(status="cancelled", reason="batch cancelled", lease_owner=None, lease_expires_at=None)
+    )
+    cancelled = session.execute(
+        update(Score)
+        .where(Score.batch_id == batch.id, Score.status.in_(ACTIVE_SCORE_STATUSES))
+        .values(status="cancelled", completed_at=utcnow(), error_message="batch cancelled")
+    ).rowcount
+    batch.status = "cancelled"
+    batch.finished_at = utcnow()
+    batch.summary = {**(batch.summary or {}), **batch_summary(session, batch.id)}
+    session.flush()
+    return cancelled or 0
+
+
+def retry_failed(session: Session, batch: Batch) -> list[ComponentRef]:
+    """Put a batch's failed scores back to work. Components that landed ok are kept, never paid again."""
+    if batch.status in ("planning",):
+        raise Conflict(f"batch {batch.id} is still being planned; retry when it is running or finished")
+    failed_ids = list(
+        session.scalars(select(Score.id).where(Score.batch_id == batch.id, Score.status.in_(("failed", "timed_out"))))
+    )
+    if not failed_ids:
+        return []
+    refs: list[ComponentRef] = []
+    for chunk in _chunks(failed_ids, 1000):
+        rows = session.execute(
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id.in_(chunk), ScoreComponent.status.in_(("failed", "skipped")))
+            .values(
+                status="pending", score=None, weighted_score=None, reason=None, attempts=0, landed_at=None,
+                enqueued_at=utcnow(), details=None,
+            )
+            .returning(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.queue)
+        ).all()
+        refs.extend(ComponentRef(r.score_id, r.component, r.queue) for r in rows)
+        landed = (
+            select(func.count())
+            .where(ScoreComponent.score_id == Score.id, ScoreComponent.status.in_(LANDED_COMPONENT_STATUSES))
+            .scalar_subquery()
+        )
+        session.execute(
+            update(Score)
+            .where(Score.id.in_(chunk))
+            .values(
+                status="pending", total=None, passed=None, partial=False, error_kind=None, error_message=None,
+                raw_judge_output=None, completed_at=None, components_landed=landed,
+            )
+        )
+    batch.finished_items -= len(failed_ids)
+    batch.status = "running"
+    batch.finished_at = None
+    session.flush()
+    return refs
+
+
+def _chunks(values: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
+
+
+def delete_batch(session: Session, batch: Batch) -> None:
+    """Delete the batch, the items it uploaded and every score of those items and of the batch."""
+    session.execute(delete(Batch).where(Batch.id == batch.id))
+    session.flush()
+
+
+@dataclass(frozen=True)
+class ResultPage:
+    rows: list[Score]
+    total: int
+
+
+def _result_query(batch_id: uuid.UUID, status: str):  # type: ignore[no-untyped-def]
+    query = select(Score).where(Score.batch_id == batch_id)
+    if status == "passed":
+        query = query.where(Score.status == "completed", Score.passed.is_(True))
+    elif status == "failed":
+        query = query.where(Score.status == "completed", Score.passed.is_(False))
+    elif status == "errored":
+        query = query.where(Score.status.in_(("failed", "timed_out")))
+    return query
+
+
+def results_page(session: Session, batch_id: uuid.UUID, *, status: str, limit: int, offset: int) -> ResultPage:
+    query = _result_query(batch_id, status)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(
+        query.options(selectinload(Score.components), selectinload(Score.item))
+        .order_by(Score.position)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return ResultPage(list(rows), total)
+
+
+def iter_results(session: Session, batch_id: uuid.UUID, *, status: str, chunk: int = 1000) -> Iterator[Score]:
+    """Every result in position order, a chunk at a time (keyset pagination: flat memory for big batches)."""
+    last = -1
+    while True:
+        rows = session.scalars(
+            _result_query(batch_id, status)
+            .where(Score.position > last)
+            .options(selectinload(Score.components), selectinload(Score.item))
+            .order_by(Score.position)
+            .limit(chunk)
+        ).all()
+        if not rows:
+            return
+        yield from rows
+        last = rows[-1].position
+        session.expunge_all()
+
+
+def get_item(session: Session, item_id: uuid.UUID) -> tuple[Item, list[Score]]:
+    item = session.get(Item, item_id)
+    if item is None:
+        raise NotFound(f"no item {item_id}")
+    scores = session.scalars(
+        select(Score).where(Score.item_id == item_id).options(selectinload(Score.components)).order_by(Score.created_at)
+    ).all()
+    return item, list(scores)

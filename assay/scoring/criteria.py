@@ -1,0 +1,74 @@
+"""Criteria definitions in the store: registered idempotently, read back by hash."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from assay.scoring.errors import NotFound
+from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
+from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite
+
+
+def _insert(session: Session):  # type: ignore[no-untyped-def]
+    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+
+
+def register_suite(session: Session, suite: Suite) -> str:
+    """Store the suite's criteria (once per hash) and make its hash the suite's current one."""
+    insert = _insert(session)
+    session.execute(
+        insert(CriteriaDefinition)
+        .values(criteria_hash=suite.criteria_hash, criteria_content=suite.criteria.model_dump(mode="json"), created_at=utcnow())
+        .on_conflict_do_nothing(index_elements=["criteria_hash"])
+    )
+    values = dict(
+        name=suite.name,
+        kind=suite.criteria.kind,
+        current_criteria_hash=suite.criteria_hash,
+        options=suite.options.model_dump(mode="json"),
+        updated_at=utcnow(),
+    )
+    session.execute(
+        insert(SuiteRecord)
+        .values(**values)
+        .on_conflict_do_update(index_elements=["name"], set_={k: v for k, v in values.items() if k != "name"})
+    )
+    return suite.criteria_hash
+
+
+def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
+    """Load every suite file and register its current hash. Returns name -> hash."""
+    return {name: register_suite(session, load_suite(config_dir, name)) for name in list_suite_names(config_dir)}
+
+
+def current_suite(session: Session, name: str) -> SuiteRecord:
+    record = session.get(SuiteRecord, name)
+    if record is None:
+        known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
+        raise NotFound(f"no suite named {name!r}; available: {', '.join(known) or 'none'}")
+    return record
+
+
+_cache: dict[str, Criteria] = {}
+_cache_lock = threading.Lock()
+
+
+def load_criteria(session: Session, criteria_hash: str) -> Criteria:
+    """Criteria by hash, from the store (never from local YAML), cached: a hash's content never changes."""
+    with _cache_lock:
+        hit = _cache.get(criteria_hash)
+    if hit is not None:
+        return hit
+    row = session.get(CriteriaDefinition, criteria_hash)
+    if row is None:
+        raise NotFound(f"no criteria with hash {criteria_hash}")
+    criteria = Criteria.model_validate(row.criteria_content)
+    with _cache_lock:
+        _cache[criteria_hash] = criteria
+    return criteria

@@ -1,0 +1,339 @@
+"""Batch ingest: a streamed JSONL (or JSON array) body becomes a batch, its items and pending scores.
+
+The whole upload is one transaction: a bad line (by default), a cut-off stream or a crash leaves
+nothing behind. Rows go to the store in chunks (COPY on Postgres), so memory stays flat whatever
+the size of the upload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from assay.scoring.errors import InvalidInput, PayloadTooLarge
+from assay.scoring.kinds import Kind
+from assay.scoring.store.models import Batch, Item, Score, SuiteRecord, utcnow
+from assay.scoring.suites import canonical_json
+
+WRITE_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    max_items: int
+    max_item_bytes: int
+    max_body_bytes: int
+    max_reported_bad_lines: int
+
+
+@dataclass
+class BadLine:
+    line: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "reason": self.reason}
+
+
+@dataclass
+class IngestResult:
+    batch: Batch
+    created: bool
+    accepted: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    bad_line_count: int = 0
+
+
+class LineSplitter:
+    """Incremental byte-stream → (line number, line) splitter with a per-line size cap.
+
+    Detects a JSON array body (first non-blank byte ``[``) and then buffers it whole, up to the body
+    limit, because a JSON array cannot be split into items without parsing it.
+    """
+
+    def __init__(self, max_line_bytes: int, max_body_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self.max_body_bytes = max_body_bytes
+        self._buf = bytearray()
+        self._line_no = 0
+        self._oversize = False
+        self._body_bytes = 0
+        self._mode: str | None = None  # "jsonl" or "array"
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[int, bytes | BadLine]]:
+        self._body_bytes += len(chunk)
+        if self._body_bytes > self.max_body_bytes:
+            raise PayloadTooLarge(f"upload exceeds {self.max_body_bytes} bytes", limit_bytes=self.max_body_bytes)
+        if self._mode is None:
+            stripped = (bytes(self._buf) + chunk).lstrip()
+            if not stripped:
+                self._buf += chunk
+                return
+            self._mode = "array" if stripped[:1] == b"[" else "jsonl"
+        self._buf += chunk
+        if self._mode == "array":
+            return
+        yield from self._split()
+
+    def _split(self) -> Iterator[tuple[int, bytes | BadLine]]:
+        start = 0
+        while True:
+            nl = self._buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = bytes(self._buf[start:nl])
+            start = nl + 1
+            self._line_no += 1
+            if self._oversize:
+                self._oversize = False
+                yield self._line_no, BadLine(self._line_no, f"line longer than {self.max_line_bytes} bytes")
+            elif len(line) > self.max_line_bytes:
+                yield self._line_no, BadLine(self._line_no, f"line longer than {self.max_line_bytes} bytes")
+            elif line.strip():
+                yield self._line_no, line
+        del self._buf[:start]
+        if len(self._buf) > self.max_line_bytes:
+            # Drop the rest of an oversize line as it streams in; report it when it ends.
+            self._oversize = True
+            self._buf.clear()
+
+    def close(self) -> Iterator[tuple[int, bytes | BadLine]]:
+        if self._mode == "array":
+            yield from self._split_array()
+            return
+        self._buf += b"\n"
+        yield from self._split()
+
+    def _split_array(self) -> Iterator[tuple[int, bytes | BadLine]]:
+        try:
+            values = json.loads(bytes(self._buf))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise InvalidInput(f"the body is not a valid JSON array: {exc}") from None
+        self._buf.clear()
+        if not isinstance(values, list):
+            raise InvalidInput("a JSON body must be an array of items")
+        for index, value in enumerate(values, start=1):
+            line = json.dumps(value).encode()
+            if len(line) > self.max_line_bytes:
+                yield index, BadLine(index, f"item longer than {self.max_line_bytes} bytes")
+            else:
+                yield index, line
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"]
+        if err["type"] == "json_invalid":
+            parts.append(f"invalid JSON: {err.get('ctx', {}).get('error', msg)}")
+        else:
+            parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def item_content_hash(payload: dict[str, Any], dataset_hash: str | None = None) -> str:
+    digest = hashlib.sha256(canonical_json(payload).encode())
+    if dataset_hash:
+        digest.update(b"\0" + dataset_hash.encode())
+    return digest.hexdigest()
+
+
+class BatchWriter:
+    """Writes one batch upload inside the caller's transaction."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        suite: SuiteRecord,
+        kind: Kind,
+        created_by: str,
+        limits: IngestLimits,
+        partial: bool = False,
+        idempotency_key: str | None = None,
+    ) -> None:
+        self.session = session
+        self.suite = suite
+        self.kind = kind
+        self.created_by = created_by
+        self.limits = limits
+        self.partial = partial
+        self.idempotency_key = idempotency_key
+        self.splitter = LineSplitter(limits.max_item_bytes, limits.max_body_bytes)
+        self._items: list[dict[str, Any]] = []
+        self._scores: list[dict[str, Any]] = []
+        self.result: IngestResult | None = None
+        self._components_total = len(self._criteria_components())
+
+    def _criteria_components(self) -> list[str]:
+        from assay.scoring.criteria import load_criteria
+
+        return list(load_criteria(self.session, self.suite.current_criteria_hash).components)
+
+    def begin(self) -> IngestResult:
+        """Create the batch row, or find the batch a previous upload with the same key created."""
+        if self.idempotency_key:
+            existing = self.session.scalar(select(Batch).where(Batch.idempotency_key == self.idempotency_key))
+            if existing is not None:
+                self.result = IngestResult(existing, created=False, accepted=existing.total_items)
+                return self.result
+        batch = Batch(
+            id=uuid.uuid4(),
+            suite_name=self.suite.name,
+            criteria_hash=self.suite.current_criteria_hash,
+            status="planning",
+            idempotency_key=self.idempotency_key,
+            created_by=self.created_by,
+            total_items=0,
+            finished_items=0,
+            planned_position=-1,
+            created_at=utcnow(),
+        )
+        self.session.add(batch)
+        try:
+            # Flush now: a concurrent upload with the same key waits on the unique index here.
+            with self.session.begin_nested():
+                self.session.flush()
+        except IntegrityError:
+            self.session.expunge(batch)
+            existing = self.session.scalar(select(Batch).where(Batch.idempotency_key == self.idempotency_key))
+            assert existing is not None
+            self.result = IngestResult(existing, created=False, accepted=existing.total_items)
+            return self.result
+        self.result = IngestResult(batch, created=True)
+        return self.result
+
+    def feed(self, chunk: bytes) -> None:
+        self._take(self.splitter.feed(chunk))
+
+    def feed_all(self, chunks: Iterable[bytes]) -> None:
+        for chunk in chunks:
+            self.feed(chunk)
+
+    def _take(self, lines: Iterable[tuple[int, bytes | BadLine]]) -> None:
+        assert self.result is not None and self.result.created
+        for line_no, line in lines:
+            if isinstance(line, BadLine):
+                self._bad(line)
+                continue
+            try:
+                item = self.kind.item_model.model_validate_json(line)
+            except ValidationError as exc:
+                self._bad(BadLine(line_no, _format_validation_error(exc)))
+                continue
+            if self.result.accepted >= self.limits.max_items:
+                raise PayloadTooLarge(
+                    f"a batch holds at most {self.limits.max_items} items", limit_items=self.limits.max_items
+                )
+            self._add(line_no, item)
+
+    def _bad(self, bad: BadLine) -> None:
+        assert self.result is not None
+        self.result.bad_line_count += 1
+        if len(self.result.bad_lines) < self.limits.max_reported_bad_lines:
+            self.result.bad_lines.append(bad)
+
+    def _add(self, position: int, item: Any) -> None:
+        assert self.result is not None
+        now = utcnow()
+        payload = item.model_dump(mode="json", exclude_none=True)
+        item_id = uuid.uuid4()
+        self._items.append(
+            dict(
+                id=item_id,
+                kind=self.kind.name,
+                external_id=payload.get("id"),
+                payload=payload,
+                content_hash=item_content_hash(payload),
+                dataset_hash=None,
+                origin_batch_id=self.result.batch.id,
+                created_at=now,
+            )
+        )
+        self._scores.append(
+            dict(
+                id=uuid.uuid4(),
+                item_id=item_id,
+                batch_id=self.result.batch.id,
+                position=position,
+                suite_name=self.suite.name,
+                criteria_hash=self.suite.current_criteria_hash,
+                status="pending",
+                partial=False,
+                components_total=self._components_total,
+                components_landed=0,
+                cost_usd=0.0,
+                triggered_by=self.created_by,
+                created_at=now,
+            )
+        )
+        self.result.accepted += 1
+        # Once a strict upload has a bad line it will be rolled back: stop writing, keep validating.
+        if len(self._items) >= WRITE_CHUNK:
+            self._flush_rows()
+
+    def _flush_rows(self) -> None:
+        if self.result is not None and self.result.bad_line_count and not self.partial:
+            self._items.clear()
+            self._scores.clear()
+            return
+        if self._items:
+            bulk_insert(self.session, Item, self._items)
+            bulk_insert(self.session, Score, self._scores)
+        self._items.clear()
+        self._scores.clear()
+
+    def finish(self) -> IngestResult:
+        assert self.result is not None
+        if not self.result.created:
+            return self.result
+        self._take(self.splitter.close())
+        self._flush_rows()
+        result = self.result
+        if result.bad_line_count and not self.partial:
+            raise InvalidInput(
+                f"{result.bad_line_count} bad line(s); nothing was written. "
+                "Fix them, or upload with partial=true to accept the good lines.",
+                bad_lines=[b.to_dict() for b in result.bad_lines],
+                bad_line_count=result.bad_line_count,
+            )
+        if result.accepted == 0:
+            raise InvalidInput(
+                "the upload holds no valid item",
+                bad_lines=[b.to_dict() for b in result.bad_lines],
+                bad_line_count=result.bad_line_count,
+            )
+        result.batch.total_items = result.accepted
+        if result.bad_line_count:
+            result.batch.summary = {"rejected_lines": result.bad_line_count}
+        self.session.flush()
+        return result
+
+
+def bulk_insert(session: Session, model: type, rows: list[dict[str, Any]]) -> None:
+    """COPY on Postgres (several times faster than INSERT for big uploads), executemany elsewhere."""
+    if not rows:
+        return
+    if session.get_bind().dialect.name != "postgresql":
+        session.execute(insert(model), rows)
+        return
+    table = model.__table__  # type: ignore[attr-defined]
+    columns = list(rows[0])
+    json_columns = {c.name for c in table.columns if c.type.__class__.__name__ in ("JSON", "JSONB") or "JSON" in repr(c.type)}
+    driver_conn = session.connection().connection.driver_connection
+    with driver_conn.cursor() as cur:
+        with cur.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(
+                    [json.dumps(row[c]) if c in json_columns and row[c] is not None else row[c] for c in columns]
+                )

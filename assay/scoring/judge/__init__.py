@@ -1,0 +1,1 @@
+"""The LLM judge: one module for every suite."""

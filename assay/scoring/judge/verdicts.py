@@ -1,0 +1,20 @@
+"""Verdict schemas a suite may name. The schema's JSON is part of the criteria, so changing a
+verdict model changes the criteria hash of every suite that uses it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from assay.scoring.errors import CriteriaError
+from assay.scoring.kinds.kql import KqlGrade
+
+VERDICTS: dict[str, type[BaseModel]] = {
+    "kql_grade": KqlGrade,
+}
+
+
+def verdict_model(name: str) -> type[BaseModel]:
+    try:
+        return VERDICTS[name]
+    except KeyError:
+        raise CriteriaError(f"unknown verdict schema {name!r}; known: {', '.join(sorted(VERDICTS))}") from None

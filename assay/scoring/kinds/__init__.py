@@ -1,0 +1,38 @@
+"""Item kinds. A kind fixes what an item looks like, which metrics can score it, and how the judge
+sees it (placeholder values) and how a verdict becomes a component score."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from assay.scoring.errors import CriteriaError
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    item_model: type[BaseModel]
+    # Placeholder name -> text, for the judge prompt.
+    judge_inputs: Callable[[BaseModel], dict[str, str]]
+    # Validated verdict -> (score in [0, 1], details to store).
+    verdict_score: Callable[[BaseModel], tuple[float, dict[str, Any]]]
+    # Whether a failed (not merely low-scoring) item fails the pass rule, e.g. a KQL query that did not run.
+    pass_blockers: Callable[[BaseModel], list[str]] = lambda item: []
+
+
+_KIND_MODULES = {"kql": "assay.scoring.kinds.kql"}
+
+
+def get_kind(name: str) -> Kind:
+    module = _KIND_MODULES.get(name)
+    if module is None:
+        raise CriteriaError(f"unknown suite kind {name!r}; known: {', '.join(sorted(_KIND_MODULES))}")
+    return importlib.import_module(module).KIND
+
+
+def known_kinds() -> list[str]:
+    return sorted(_KIND_MODULES)

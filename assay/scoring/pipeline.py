@@ -1,0 +1,457 @@
+"""The scoring pipeline's state machine, on the store alone (no Celery here).
+
+Every step is safe to run twice or never:
+- components are *claimed* under a lease before any slow or paid work; a redelivered task finds the
+  component landed (nothing to do) or leased (back off);
+- a component *lands* once (``WHERE status NOT IN landed``); only the first landing bumps the score's
+  completion count, and the landing that completes a score finalizes it, and bumps its batch, in the
+  same transaction;
+- the reconciler re-enqueues what a lost message left behind, and leaves deferred work alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from assay.scoring.criteria import load_criteria
+from assay.scoring.kinds import get_kind
+from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.store.models import (
+    ACTIVE_SCORE_STATUSES,
+    LANDED_COMPONENT_STATUSES,
+    Batch,
+    Item,
+    Score,
+    ScoreComponent,
+    utcnow,
+)
+from assay.scoring.suites import Criteria
+
+log = logging.getLogger(__name__)
+
+METRICS_QUEUE = "metrics"
+JUDGE_QUEUE = "judge"
+
+
+@dataclass(frozen=True)
+class ComponentRef:
+    score_id: uuid.UUID
+    component: str
+    queue: str
+
+
+class Enqueuer(Protocol):
+    """Publishes component tasks; the workers layer implements it over Celery."""
+
+    def enqueue(self, refs: Sequence[ComponentRef]) -> None: ...
+
+
+def queue_for(criteria: Criteria, component: str) -> str:
+    return JUDGE_QUEUE if criteria.components[component].judge else METRICS_QUEUE
+
+
+# --- planning ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    refs: list[ComponentRef]
+    finished: bool
+
+
+def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanStep:
+    """Create and mark enqueued the component rows of the next ``chunk_size`` scores of a batch.
+
+    The caller commits, then publishes ``refs``. A crash between the two loses only messages, which
+    the reconciler re-sends; ``planned_position`` makes a restarted planner resume where it stopped.
+    """
+    batch = session.scalar(select(Batch).where(Batch.id == batch_id).with_for_update(skip_locked=True))
+    if batch is None or batch.status != "planning":
+        # Gone, cancelled, already planned, or another planner holds the row right now.
+        return PlanStep([], finished=batch is None or batch.status != "planning")
+    rows = session.execute(
+        select(Score.id, Score.position, Score.criteria_hash)
+        .where(Score.batch_id == batch_id, Score.position > batch.planned_position)
+        .order_by(Score.position)
+        .limit(chunk_size)
+    ).all()
+    now = utcnow()
+    if not rows:
+        batch.status = "running"
+        _complete_batch_if_done(session, batch)
+        return PlanStep([], finished=True)
+    refs = create_components(session, [(r.id, r.criteria_hash) for r in rows], now)
+    batch.planned_position = rows[-1].position
+    return PlanStep(refs, finished=False)
+
+
+def create_components(
+    session: Session, scores: Sequence[tuple[uuid.UUID, str]], enqueued_at: datetime
+) -> list[ComponentRef]:
+    """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish."""
+    refs: list[ComponentRef] = []
+    rows: list[dict[str, Any]] = []
+    for score_id, criteria_hash in scores:
+        criteria = load_criteria(session, criteria_hash)
+        for name, spec in criteria.components.items():
+            queue = queue_for(criteria, name)
+            refs.append(ComponentRef(score_id, name, queue))
+            rows.append(
+                dict(
+                    score_id=score_id,
+                    component=name,
+                    queue=queue,
+                    status="pending",
+                    weight=spec.weight,
+                    attempts=0,
+                    cost_usd=0.0,
+                    enqueued_at=enqueued_at,
+                )
+            )
+    if rows:
+        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        session.execute(insert(ScoreComponent).on_conflict_do_nothing(), rows)
+    return refs
+
+
+# --- claiming -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``claimed``: do the work. ``landed``/``missing``: nothing to do. ``busy``: retry in ``retry_in`` s."""
+
+    state: str
+    attempts: int = 0
+    retry_in: float = 0.0
+
+
+def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float) -> Claim:
+    now = utcnow()
+    claimable = or_(
+        ScoreComponent.status == "pending",
+        and_(ScoreComponent.status == "deferred", ScoreComponent.run_after <= now),
+        and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_expires_at < now),
+        # The same message redelivered (acks_late) means its previous run died: take the lease back.
+        and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_owner == owner),
+    )
+    attempts = session.scalar(
+        update(ScoreComponent)
+        .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component, claimable)
+        .values(
+            status="in_progress",
+            lease_owner=owner,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            attempts=ScoreComponent.attempts + 1,
+            run_after=None,
+        )
+        .returning(ScoreComponent.attempts)
+    )
+    if attempts is not None:
+        session.execute(
+            update(Score)
+            .where(Score.id == ref.score_id, Score.status == "pending")
+            .values(status="in_progress", started_at=now)
+        )
+        return Claim("claimed", attempts=attempts)
+    row = session.execute(
+        select(ScoreComponent.status, ScoreComponent.lease_expires_at, ScoreComponent.run_after).where(
+            ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
+        )
+    ).first()
+    if row is None:
+        return Claim("missing")
+    if row.status in LANDED_COMPONENT_STATUSES:
+        return Claim("landed")
+    until = row.lease_expires_at if row.status == "in_progress" else row.run_after
+    return Claim("busy", retry_in=max(1.0, _seconds_until(until, now)))
+
+
+def _seconds_until(moment: datetime | None, now: datetime) -> float:
+    if moment is None:
+        return 0.0
+    if moment.tzinfo is None:  # SQLite hands datetimes back naive (they are stored as UTC)
+        moment = moment.replace(tzinfo=now.tzinfo)
+    return (moment - now).total_seconds()
+
+
+def defer(
+    session: Session, ref: ComponentRef, owner: str, retry_in: float, reason: str, *, spend_attempt: bool = False
+) -> None:
+    """Give the component back until ``retry_in`` from now.
+
+    A deferral on purpose (breaker open, rate limit) does not spend an attempt; an unexpected error
+    does, so a component that keeps crashing ends as failed once its attempts are used up.
+    """
+    session.execute(
+        update(ScoreComponent)
+        .where(
+            ScoreComponent.score_id == ref.score_id,
+            ScoreComponent.component == ref.component,
+            ScoreComponent.lease_owner == owner,
+            ScoreComponent.status == "in_progress",
+        )
+        .values(
+            status="deferred",
+            run_after=utcnow() + timedelta(seconds=retry_in),
+            lease_owner=None,
+            lease_expires_at=None,
+            attempts=ScoreComponent.attempts - (0 if spend_attempt else 1),
+            reason=reason,
+        )
+    )
+
+
+# --- landing and finalizing -----------------------------------------------------------------------------
+
+
+def land(session: Session, ref: ComponentRef, result: ComponentResult, *, timed_out: bool = False) -> bool:
+    """Record a component's result once. Returns False when it had landed already (a duplicate run)."""
+    now = utcnow()
+    weight = session.scalar(
+        update(ScoreComponent)
+        .where(
+            ScoreComponent.score_id == ref.score_id,
+            ScoreComponent.component == ref.component,
+            ScoreComponent.status.not_in(LANDED_COMPONENT_STATUSES),
+        )
+        .values(
+            status=result.status,
+            score=result.score,
+            weighted_score=(result.score * ScoreComponent.weight) if result.score is not None else None,
+            details=result.details or None,
+            reason=result.reason,
+            usage=result.usage,
+            cost_usd=result.cost_usd or 0.0,
+            landed_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+            run_after=None,
+        )
+        .returning(ScoreComponent.weight)
+    )
+    if weight is None:
+        return False
+    values: dict[str, Any] = {"components_landed": Score.components_landed + 1}
+    if result.raw_output is not None:
+        values["raw_judge_output"] = result.raw_output
+    if timed_out:
+        values["error_kind"] = "timed_out"
+    landed, total = session.execute(
+        update(Score)
+        .where(Score.id == ref.score_id)
+        .values(**values)
+        .returning(Score.components_landed, Score.components_total)
+    ).one()
+    if landed == total:
+        finalize_score(session, ref.score_id)
+    return True
+
+
+def finalize_score(session: Session, score_id: uuid.UUID) -> None:
+    score = session.get(Score, score_id, populate_existing=True)
+    if score is None or score.status not in ACTIVE_SCORE_STATUSES:
+        return
+    criteria = load_criteria(session, score.criteria_hash)
+    comps = session.scalars(select(ScoreComponent).where(ScoreComponent.score_id == score_id)).all()
+    score.usage = _sum_usage(c.usage for c in comps) or None
+    score.cost_usd = sum(c.cost_usd for c in comps)
+    score.completed_at = utcnow()
+    failed = [c for c in comps if c.status == "failed"]
+    ok = [c for c in comps if c.status == "ok"]
+    if failed:
+        # A failed component never renormalises: the score fails, with the reason, and can be retried.
+        score.status = "timed_out" if score.error_kind == "timed_out" else "failed"
+        score.error_kind = score.error_kind or "component_failed"
+        score.error_message = "; ".join(f"{c.component}: {c.reason}" for c in failed)
+        score.total = None
+        score.passed = False
+    elif not ok:
+        score.status = "failed"
+        score.error_kind = "nothing_scored"
+        score.error_message = "every component was skipped: " + "; ".join(f"{c.component}: {c.reason}" for c in comps)
+        score.total = None
+        score.passed = False
+    else:
+        weight = sum(c.weight for c in ok)
+        score.total = min(1.0, max(0.0, sum((c.score or 0.0) * c.weight for c in ok) / weight))
+        score.partial = len(ok) < len(comps)
+        item = session.get(Item, score.item_id)
+        kind = get_kind(criteria.kind)
+        blockers = kind.pass_blockers(kind.item_model.model_validate(item.payload)) if item is not None else []
+        score.passed = score.total >= criteria.threshold - 1e-12 and not blockers
+        score.status = "completed"
+        score.error_kind = None
+        score.error_message = "; ".join(blockers) or None
+    if score.batch_id is not None:
+        _bump_batch(session, score.batch_id)
+
+
+def _sum_usage(usages: Any) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for usage in usages:
+        if usage:
+            total.update({k: int(v) for k, v in usage.items() if isinstance(v, int | float)})
+    return dict(total)
+
+
+def _bump_batch(session: Session, batch_id: uuid.UUID) -> None:
+    session.execute(update(Batch).where(Batch.id == batch_id).values(finished_items=Batch.finished_items + 1))
+    batch = session.get(Batch, batch_id, populate_existing=True)
+    if batch is not None:
+        _complete_batch_if_done(session, batch)
+
+
+def _complete_batch_if_done(session: Session, batch: Batch) -> None:
+    if batch.status == "running" and batch.finished_items >= batch.total_items:
+        batch.status = "completed"
+        batch.finished_at = utcnow()
+        batch.summary = {**(batch.summary or {}), **batch_summary(session, batch.id)}
+
+
+# --- summaries and progress -------------------------------------------------------------------------------
+
+
+def batch_counts(session: Session, batch_id: uuid.UUID) -> dict[str, int]:
+    rows = session.execute(
+        select(
+            Score.status,
+            func.count(),
+            func.sum(case((Score.passed.is_(True), 1), else_=0)),
+            func.sum(case((Score.partial.is_(True), 1), else_=0)),
+        )
+        .where(Score.batch_id == batch_id)
+        .group_by(Score.status)
+    ).all()
+    by_status = {status: n for status, n, _, _ in rows}
+    passed = sum(p or 0 for _, _, p, _ in rows)
+    completed = by_status.get("completed", 0)
+    return {
+        "pending": by_status.get("pending", 0),
+        "in_progress": by_status.get("in_progress", 0),
+        "completed": completed,
+        "passed": passed,
+        "failed": completed - passed,  # scored below the threshold (or blocked from passing)
+        "errored": by_status.get("failed", 0) + by_status.get("timed_out", 0),
+        "cancelled": by_status.get("cancelled", 0),
+        "partial": sum(p or 0 for _, _, _, p in rows),
+    }
+
+
+def batch_summary(session: Session, batch_id: uuid.UUID) -> dict[str, Any]:
+    counts = batch_counts(session, batch_id)
+    components: dict[str, dict[str, Any]] = {}
+    for name, status, n, mean in session.execute(
+        select(ScoreComponent.component, ScoreComponent.status, func.count(), func.avg(ScoreComponent.score))
+        .join(Score, Score.id == ScoreComponent.score_id)
+        .where(Score.batch_id == batch_id)
+        .group_by(ScoreComponent.component, ScoreComponent.status)
+    ):
+        entry = components.setdefault(name, {"ok": 0, "failed": 0, "skipped": 0, "mean": None, "median": None})
+        if status in entry:
+            entry[status] = n
+        if status == "ok":
+            entry["mean"] = round(float(mean), 6) if mean is not None else None
+    for name, entry in components.items():
+        entry["median"] = _median_component(session, batch_id, name)
+    errors = Counter(
+        kind
+        for (kind,) in session.execute(
+            select(Score.error_kind).where(Score.batch_id == batch_id, Score.status.in_(("failed", "timed_out")))
+        )
+    )
+    scored = counts["completed"]
+    total_stats = session.execute(
+        select(func.avg(Score.total), func.sum(Score.cost_usd)).where(Score.batch_id == batch_id)
+    ).one()
+    return {
+        "counts": counts,
+        "pass_rate": round(counts["passed"] / scored, 6) if scored else None,
+        "mean_total": round(float(total_stats[0]), 6) if total_stats[0] is not None else None,
+        "cost_usd": round(float(total_stats[1] or 0.0), 6),
+        "components": components,
+        "errors_by_kind": dict(errors),
+    }
+
+
+def _median_component(session: Session, batch_id: uuid.UUID, component: str) -> float | None:
+    where = and_(
+        Score.batch_id == batch_id, ScoreComponent.component == component, ScoreComponent.status == "ok"
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        value = session.scalar(
+            select(func.percentile_cont(0.5).within_group(ScoreComponent.score))
+            .select_from(ScoreComponent)
+            .join(Score, Score.id == ScoreComponent.score_id)
+            .where(where)
+        )
+        return round(float(value), 6) if value is not None else None
+    values = session.scalars(
+        select(ScoreComponent.score).join(Score, Score.id == ScoreComponent.score_id).where(where)
+    ).all()
+    return round(statistics.median(values), 6) if values else None
+
+
+# --- reconciling ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    refs: list[ComponentRef]
+    planning_batches: list[uuid.UUID]
+
+
+def reconcile(session: Session, *, requeue_after_seconds: float, limit: int = 5000) -> ReconcileReport:
+    """Find work a lost message left behind: expired leases, stale pending, overdue deferrals.
+
+    Only components of active scores count; the caller commits, then publishes the refs.
+    """
+    now = utcnow()
+    stale = now - timedelta(seconds=requeue_after_seconds)
+    stuck = or_(
+        and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_expires_at < now),
+        and_(ScoreComponent.status == "pending", or_(ScoreComponent.enqueued_at.is_(None), ScoreComponent.enqueued_at < stale)),
+        # A deferral's own countdown message may have been lost: pick it up once it is well overdue.
+        and_(ScoreComponent.status == "deferred", ScoreComponent.run_after < stale),
+    )
+    rows = session.execute(
+        select(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.queue)
+        .join(Score, Score.id == ScoreComponent.score_id)
+        .where(stuck, Score.status.in_(ACTIVE_SCORE_STATUSES))
+        .limit(limit)
+    ).all()
+    refs = [ComponentRef(r.score_id, r.component, r.queue) for r in rows]
+    for ref in refs:
+        session.execute(
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
+            .values(enqueued_at=now)
+        )
+    planning = list(session.scalars(select(Batch.id).where(Batch.status == "planning")))
+    return ReconcileReport(refs, planning)
+
+
+def expire_poison(session: Session, ref: ComponentRef, attempts: int, max_attempts: int) -> bool:
+    """A component claimed more than ``max_attempts`` times keeps crashing or outliving its worker: fail it."""
+    if attempts <= max_attempts:
+        return False
+    last_error = session.scalar(
+        select(ScoreComponent.reason).where(
+            ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
+        )
+    )
+    why = f"last error: {last_error}" if last_error else "the worker died or ran past its lease each time"
+    land(session, ref, ComponentResult.failed(f"gave up after {attempts - 1} attempts; {why}"), timed_out=not last_error)
+    return True

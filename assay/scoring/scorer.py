@@ -1,0 +1,131 @@
+"""Computes one component of one score: a registered metric, or the judge."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy.orm import Session
+
+from assay.scoring.criteria import load_criteria
+from assay.scoring.errors import AssayError
+from assay.scoring.kinds import Kind, get_kind
+from assay.scoring.metrics.registry import ComponentResult, Metric, MetricContext, build_metric
+from assay.scoring.pipeline import ComponentRef
+from assay.scoring.store.models import Item, Score, SuiteRecord
+from assay.scoring.suites import Criteria, ModelCatalog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JudgeRuntime:
+    """Everything a judge call needs, built once per worker process (after fork)."""
+
+    client: Any | None  # anthropic.Anthropic; None when no API key is configured
+    breaker: Any
+    governor: Any
+    catalog: ModelCatalog
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """What a component needs, read in a short transaction so no connection is held during slow work."""
+
+    ref: ComponentRef
+    criteria_hash: str
+    criteria: Criteria
+    kind: Kind
+    item: BaseModel
+    context: MetricContext
+    judge_timeout: float
+
+
+def load_work(session: Session, ref: ComponentRef) -> WorkUnit | None:
+    score = session.get(Score, ref.score_id)
+    if score is None:
+        return None
+    item = session.get(Item, score.item_id)
+    if item is None:
+        return None
+    criteria = load_criteria(session, score.criteria_hash)
+    kind = get_kind(criteria.kind)
+    suite = session.get(SuiteRecord, score.suite_name)
+    timeout = float(((suite.options if suite else {}).get("judge") or {}).get("timeout_seconds", 60.0))
+    return WorkUnit(
+        ref=ref,
+        criteria_hash=score.criteria_hash,
+        criteria=criteria,
+        kind=kind,
+        item=kind.item_model.model_validate(item.payload),
+        # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
+        context=MetricContext(now=score.created_at),
+        judge_timeout=timeout,
+    )
+
+
+_metric_cache: dict[tuple[str, str], Metric] = {}
+_metric_lock = threading.Lock()
+
+
+def _metric(work: WorkUnit) -> Metric:
+    key = (work.criteria_hash, work.ref.component)
+    with _metric_lock:
+        if key not in _metric_cache:
+            spec = work.criteria.components[work.ref.component]
+            assert spec.metric is not None and spec.version is not None
+            _metric_cache[key] = build_metric(spec.metric, spec.version, spec.args, work.kind.name)
+        return _metric_cache[key]
+
+
+def compute(work: WorkUnit, judge: JudgeRuntime | None) -> ComponentResult:
+    """Run the component. Raises ``JudgeDeferred`` when the judge must wait (breaker open, rate limit)."""
+    spec = work.criteria.components.get(work.ref.component)
+    if spec is None:
+        return ComponentResult.failed(f"component {work.ref.component!r} is not in the criteria")
+    if spec.judge:
+        return _judge(work, judge)
+    try:
+        return _metric(work)(work.item, work.context)
+    except AssayError as exc:
+        return ComponentResult.failed(exc.message)
+    except Exception as exc:  # a bug in one metric must fail one component, never the worker
+        log.exception("metric %s failed on score %s", spec.metric, work.ref.score_id)
+        return ComponentResult.failed(f"metric {spec.metric} raised {type(exc).__name__}: {exc}")
+
+
+def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
+    judge = work.criteria.judge
+    assert judge is not None
+    if runtime is None or runtime.client is None:
+        return ComponentResult.skipped("no Anthropic API key is configured: the judge was not run")
+    from assay.scoring.judge.service import JudgeRequest, run_judge
+    from assay.scoring.judge.verdicts import verdict_model
+
+    outcome = run_judge(
+        JudgeRequest(
+            model=judge.model,
+            max_tokens=judge.max_tokens,
+            temperature=judge.temperature,
+            timeout_seconds=work.judge_timeout,
+            prompt_template=judge.prompt,
+            inputs=work.kind.judge_inputs(work.item),
+            verdict_model=verdict_model(judge.verdict),
+        ),
+        client=runtime.client,
+        breaker=runtime.breaker,
+        governor=runtime.governor,
+        price=runtime.catalog.models[judge.model],
+    )
+    extra = {"usage": outcome.usage, "cost_usd": outcome.cost_usd}
+    if outcome.verdict is None:
+        return ComponentResult.failed(
+            outcome.failure or "the judge gave no usable verdict", {"calls": outcome.calls}, raw_output=outcome.raw_output, **extra
+        )
+    score, details = work.kind.verdict_score(outcome.verdict)
+    return ComponentResult(
+        "ok", min(1.0, max(0.0, score)), {**details, "model": judge.model, "calls": outcome.calls}, **extra
+    )

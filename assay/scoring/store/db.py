@@ -1,0 +1,89 @@
+"""Engine and sessions. Created lazily, per process: a forked worker builds its own after fork."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from assay.settings import REPO_ROOT, get_settings
+
+_lock = threading.Lock()
+_engine: Engine | None = None
+_engine_pid: int | None = None
+_sessions: sessionmaker[Session] | None = None
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            # WAL lets readers (progress polling) run beside the writer; FKs are off by default in SQLite.
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def get_engine() -> Engine:
+    """The process's engine; a new one after fork, so no connection is shared across processes."""
+    global _engine, _engine_pid, _sessions
+    with _lock:
+        if _engine is None or _engine_pid != os.getpid():
+            if _engine is not None:
+                _engine.dispose(close=False)
+            _engine = make_engine(get_settings().database_url)
+            _engine_pid = os.getpid()
+            _sessions = sessionmaker(_engine, expire_on_commit=False)
+        return _engine
+
+
+def reset_engine() -> None:
+    global _engine, _engine_pid, _sessions
+    with _lock:
+        if _engine is not None:
+            _engine.dispose()
+        _engine = _engine_pid = _sessions = None
+
+
+def new_session() -> Session:
+    get_engine()
+    assert _sessions is not None
+    return _sessions()
+
+
+@contextmanager
+def transaction() -> Iterator[Session]:
+    """The unit of work at a boundary (request, task): commits on success, rolls back on error."""
+    session = new_session()
+    try:
+        with session.begin():
+            yield session
+    finally:
+        session.close()
+
+
+def alembic_config(url: str | None = None):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(REPO_ROOT) / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", (url or get_settings().database_url).replace("%", "%%"))
+    return cfg
+
+
+def migrate(url: str | None = None, revision: str = "head") -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)

@@ -1,0 +1,218 @@
+"""The one store for every kind (SQLAlchemy 2). JSONB on Postgres, JSON on SQLite (embedded mode)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    Uuid,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+JsonDoc = JSON().with_variant(JSONB(), "postgresql")
+
+# Stable constraint names so Alembic migrations and autogenerate agree on every backend.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SCORE_STATUSES = ("pending", "in_progress", "completed", "failed", "timed_out", "cancelled")
+ACTIVE_SCORE_STATUSES = ("pending", "in_progress")
+FINISHED_SCORE_STATUSES = ("completed", "failed", "timed_out", "cancelled")
+# A component is `pending` until claimed, `in_progress` under a lease, `deferred` on purpose until
+# `run_after` (breaker open, provider batch in flight), then lands as ok / failed / skipped.
+COMPONENT_STATUSES = ("pending", "in_progress", "deferred", "ok", "failed", "skipped", "cancelled")
+LANDED_COMPONENT_STATUSES = ("ok", "failed", "skipped", "cancelled")
+BATCH_STATUSES = ("planning", "running", "completed", "cancelled", "failed")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JsonDoc, datetime: DateTime(timezone=True)}
+
+
+class CriteriaDefinition(Base):
+    __tablename__ = "scoring_criteria_definitions"
+
+    criteria_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    criteria_content: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class SuiteRecord(Base):
+    """A suite's *current* criteria hash, registered by the API and beat from the YAML."""
+
+    __tablename__ = "suites"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    current_criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
+    options: Mapped[dict[str, Any]]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Dataset(Base):
+    """Tables an item refers to (KQL tables, pandas frames), stored once under their content hash."""
+
+    __tablename__ = "datasets"
+
+    content_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(255), index=True)
+    tables: Mapped[dict[str, Any]]  # table name -> {"format": ..., "columns": [...], "rows": n}
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Batch(Base):
+    __tablename__ = "batches"
+    __table_args__ = (
+        CheckConstraint(_in("status", BATCH_STATUSES), name="status"),
+        CheckConstraint("total_items >= 0 AND finished_items >= 0 AND finished_items <= total_items", name="counts"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    suite_name: Mapped[str] = mapped_column(String(100), index=True)
+    criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
+    status: Mapped[str] = mapped_column(String(20), default="planning")
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    created_by: Mapped[str] = mapped_column(String(255))
+    total_items: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped once per score, in the transaction that finishes it: a cheap, crash-safe progress count.
+    finished_items: Mapped[int] = mapped_column(Integer, default=0)
+    # How far the planner got enqueueing (by score position); lets it resume after a crash.
+    planned_position: Mapped[int] = mapped_column(Integer, default=-1)
+    summary: Mapped[dict[str, Any] | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class Item(Base):
+    __tablename__ = "items"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    kind: Mapped[str] = mapped_column(String(40))
+    external_id: Mapped[str | None] = mapped_column(String(255))
+    payload: Mapped[dict[str, Any]]
+    # SHA-256 of the canonical payload JSON plus the content hash of any dataset it refers to.
+    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    dataset_hash: Mapped[str | None] = mapped_column(ForeignKey("datasets.content_hash"))
+    # The batch that uploaded the item; deleting that batch deletes the item and all its scores.
+    origin_batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ix_items_kind_external_id", "kind", "external_id"),)
+
+
+class Score(Base):
+    """One scoring of one item under one criteria hash. Finished rows are history."""
+
+    __tablename__ = "scores"
+    __table_args__ = (
+        CheckConstraint(_in("status", SCORE_STATUSES), name="status"),
+        CheckConstraint("total IS NULL OR (total >= 0 AND total <= 1)", name="total_range"),
+        CheckConstraint("cost_usd >= 0", name="cost"),
+        CheckConstraint("components_landed >= 0 AND components_landed <= components_total", name="components"),
+        # One active score per (item, criteria hash); finished ones are history.
+        Index(
+            "uq_scores_active_item_criteria",
+            "item_id",
+            "criteria_hash",
+            unique=True,
+            postgresql_where=text(_in("status", ACTIVE_SCORE_STATUSES)),
+            sqlite_where=text(_in("status", ACTIVE_SCORE_STATUSES)),
+        ),
+        Index("ix_scores_batch_position", "batch_id", "position"),
+        Index("ix_scores_batch_status", "batch_id", "status"),
+        Index("ix_scores_item_created", "item_id", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    suite_name: Mapped[str] = mapped_column(String(100))
+    criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    total: Mapped[float | None] = mapped_column(Float)
+    passed: Mapped[bool | None] = mapped_column(Boolean)
+    # True when a skipped component's weight was spread over the others (see `renormalized`).
+    partial: Mapped[bool] = mapped_column(Boolean, default=False)
+    components_total: Mapped[int] = mapped_column(Integer)
+    components_landed: Mapped[int] = mapped_column(Integer, default=0)
+    error_kind: Mapped[str | None] = mapped_column(String(40))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    raw_judge_output: Mapped[str | None] = mapped_column(Text)
+    usage: Mapped[dict[str, Any] | None]
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    triggered_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    completed_at: Mapped[datetime | None]
+
+    components: Mapped[list[ScoreComponent]] = relationship(
+        back_populates="parent", order_by="ScoreComponent.component", cascade="all, delete-orphan", passive_deletes=True
+    )
+    item: Mapped[Item] = relationship()
+
+
+class ScoreComponent(Base):
+    __tablename__ = "score_components"
+    __table_args__ = (
+        CheckConstraint(_in("status", COMPONENT_STATUSES), name="status"),
+        CheckConstraint("score IS NULL OR (score >= 0 AND score <= 1)", name="score_range"),
+        CheckConstraint("weight > 0 AND weight <= 1", name="weight_range"),
+        CheckConstraint("attempts >= 0", name="attempts"),
+        Index("ix_score_components_status_lease", "status", "lease_expires_at"),
+    )
+
+    score_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("scores.id", ondelete="CASCADE"), primary_key=True)
+    component: Mapped[str] = mapped_column(String(64), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    score: Mapped[float | None] = mapped_column(Float)
+    weight: Mapped[float] = mapped_column(Float)
+    weighted_score: Mapped[float | None] = mapped_column(Float)
+    details: Mapped[dict[str, Any] | None]
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None]
+    # Set for `deferred` components: the reconciler leaves them alone until then.
+    run_after: Mapped[datetime | None]
+    enqueued_at: Mapped[datetime | None]
+    usage: Mapped[dict[str, Any] | None]
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    landed_at: Mapped[datetime | None]
+
+    parent: Mapped[Score] = relationship(back_populates="components")

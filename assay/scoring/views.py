@@ -1,0 +1,121 @@
+"""Plain-data views of stored rows, shared by the API, the CLI and the exports."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from assay.scoring.store.models import Batch, Item, Score
+
+
+def iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:  # SQLite hands back naive UTC
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def score_view(score: Score, *, threshold: float | None = None, current_hash: str | None = None) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "score_id": str(score.id),
+        "item_id": str(score.item_id),
+        "batch_id": str(score.batch_id) if score.batch_id else None,
+        "position": score.position,
+        "suite": score.suite_name,
+        "criteria_hash": score.criteria_hash,
+        "status": score.status,
+        "total_score": score.total,
+        "passed": score.passed,
+        "partial": score.partial,
+        "components": {
+            c.component: {
+                "status": c.status,
+                "score": c.score,
+                "weight": c.weight,
+                "weighted_score": c.weighted_score,
+                "details": c.details or {},
+                "reason": c.reason,
+                "attempts": c.attempts,
+            }
+            for c in score.components
+        },
+        "error_kind": score.error_kind,
+        "error_message": score.error_message,
+        "raw_judge_output": score.raw_judge_output,
+        "usage": score.usage or {},
+        "cost_usd": score.cost_usd,
+        "triggered_by": score.triggered_by,
+        "created_at": iso(score.created_at),
+        "started_at": iso(score.started_at),
+        "completed_at": iso(score.completed_at),
+    }
+    if threshold is not None:
+        view["threshold"] = threshold
+    if current_hash is not None:
+        view["is_current_criteria"] = score.criteria_hash == current_hash
+    if score.partial:
+        skipped = [name for name, c in view["components"].items() if c["status"] == "skipped"]
+        view["renormalized"] = {"skipped": skipped, "note": "total computed over the remaining components' weights"}
+    return view
+
+
+def live_line(score: Score, threshold: float) -> str:
+    """Design 000's live line: ``Score: 92.5% (PASS ≥90%)`` plus the component percentages."""
+    if score.status != "completed" or score.total is None:
+        return f"{score.status.upper()}: {score.error_message or ''}".strip()
+    verdict = "PASS" if score.passed else "FAIL"
+    op = "≥" if score.passed else "<"
+    parts = " | ".join(
+        f"{c.component}: {round(100 * c.score)}%" if c.score is not None else f"{c.component}: {c.status}"
+        for c in score.components
+    )
+    partial = " (partial)" if score.partial else ""
+    return f"Score: {100 * score.total:.1f}% ({verdict} {op}{100 * threshold:.0f}%){partial} — {parts}"
+
+
+def batch_view(batch: Batch, progress: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "batch_id": str(batch.id),
+        "suite": batch.suite_name,
+        "criteria_hash": batch.criteria_hash,
+        "status": batch.status,
+        "created_by": batch.created_by,
+        "total_items": batch.total_items,
+        "created_at": iso(batch.created_at),
+        "finished_at": iso(batch.finished_at),
+        "progress": progress,
+        "summary": batch.summary,
+    }
+
+
+def item_view(item: Item) -> dict[str, Any]:
+    return {
+        "item_id": str(item.id),
+        "kind": item.kind,
+        "external_id": item.external_id,
+        "content_hash": item.content_hash,
+        "payload": item.payload,
+        "created_at": iso(item.created_at),
+    }
+
+
+def flat_row(score: Score, component_names: list[str]) -> dict[str, Any]:
+    """One CSV row: the item, the verdict, and each component's score."""
+    by_name = {c.component: c for c in score.components}
+    row: dict[str, Any] = {
+        "position": score.position,
+        "score_id": str(score.id),
+        "external_id": score.item.external_id if score.item is not None else None,
+        "status": score.status,
+        "total_score": score.total,
+        "passed": score.passed,
+        "partial": score.partial,
+    }
+    for name in component_names:
+        comp = by_name.get(name)
+        row[f"{name}_score"] = comp.score if comp is not None else None
+        row[f"{name}_status"] = comp.status if comp is not None else None
+    row["error_message"] = score.error_message
+    row["cost_usd"] = score.cost_usd
+    return row

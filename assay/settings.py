@@ -1,0 +1,75 @@
+"""Process settings, read from the environment (prefix ``ASSAY_``) and an optional ``.env`` file.
+
+Settings are operational: where things run, keys, limits. Scoring *criteria* live in suite files
+(``config/suites/*.yaml``) and are hashed; nothing here changes a criteria hash.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_config_dir() -> Path:
+    packaged = REPO_ROOT / "config"
+    return packaged if packaged.is_dir() else Path.cwd() / "config"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASSAY_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(
+        "postgresql+psycopg://postgres@127.0.0.1:5432/assay",
+        description="SQLAlchemy URL of the store (Postgres in production, SQLite in embedded mode).",
+    )
+    broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker URL.")
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/1", description="Redis for the shared judge breaker and rate governor."
+    )
+    config_dir: Path = Field(default_factory=_default_config_dir)
+    data_dir: Path = Field(
+        Path("data"), description="Dataset files may be registered by path only from inside this directory."
+    )
+
+    # API
+    api_keys: list[SecretStr] = Field(default_factory=list, description="Bearer API keys accepted by the API.")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="IPs / CIDRs of reverse proxies (oauth2-proxy) whose X-Forwarded-User header is trusted.",
+    )
+    max_upload_bytes: int = Field(2 * 1024**3, description="Largest accepted batch upload body, in bytes.")
+    max_item_bytes: int = Field(1024**2, description="Largest accepted single item (one JSONL line), in bytes.")
+    max_items_per_batch: int = 1_000_000
+    max_reported_bad_lines: int = 100
+
+    # Pipeline
+    plan_chunk_size: int = Field(500, description="Component tasks the planner enqueues per chunk.")
+    max_queue_depth: int = Field(20_000, description="Planner pauses while a queue holds more messages.")
+    metrics_lease_seconds: int = 300
+    judge_lease_seconds: int = 900
+    max_component_attempts: int = Field(5, description="Claims of one component before it is failed as poison.")
+    visibility_timeout_seconds: int = 3600
+    reconcile_interval_seconds: int = 120
+    requeue_after_seconds: int = Field(
+        900, description="A pending component enqueued longer ago than this is assumed lost and re-enqueued."
+    )
+    judge_concurrency: int = 16
+
+    # Judge
+    anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
+
+    # Flower
+    flower_user: str = "admin"
+    flower_password: SecretStr | None = None
+    flower_port: int = 5555
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

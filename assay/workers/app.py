@@ -1,0 +1,75 @@
+"""The Celery app, its queues and the one task decorator that sets the defaults once."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Callable
+
+from celery import Celery
+from kombu import Exchange, Queue as KombuQueue
+
+from assay.settings import get_settings
+
+
+class Queue(StrEnum):
+    METRICS = "metrics"  # deterministic components, prefork pool
+    JUDGE = "judge"  # judge calls, threads pool (I/O bound)
+    CONTROL = "control"  # planner, reconciler, re-scoring
+
+
+def _kombu_queue(queue: Queue) -> KombuQueue:
+    # The anonymous exchange routes by queue name with no binding table, so publishing keeps working
+    # after Redis restarts empty (a named exchange's bindings would be gone and messages dropped).
+    return KombuQueue(queue.value, Exchange("", type="direct"), routing_key=queue.value)
+
+
+def make_celery() -> Celery:
+    settings = get_settings()
+    app = Celery("assay", include=["assay.workers.tasks"])
+    app.conf.update(
+        broker_url=settings.broker_url,
+        result_backend=None,
+        task_ignore_result=True,
+        task_queues=[_kombu_queue(q) for q in Queue],
+        task_default_queue=Queue.CONTROL.value,
+        task_default_exchange="",
+        task_default_routing_key=Queue.CONTROL.value,
+        task_create_missing_queues=False,
+        # Reliable delivery: ack after the task ran, redeliver if the worker died, take one at a time.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        # One visibility timeout, used by the broker and by the result-less redelivery of unacked tasks;
+        # longer than any lease and any countdown, so a slow task is not delivered twice.
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_seconds},
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        # Flower reads these events.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+        enable_utc=True,
+    )
+    from assay.workers.schedule import beat_schedule
+
+    app.conf.beat_schedule = beat_schedule(settings)
+    return app
+
+
+app = make_celery()
+
+
+def task(name: str, queue: Queue, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """Register a task with an explicit dotted name on a queue, late-acked, with no result stored."""
+    return app.task(
+        name=name,
+        queue=queue.value,
+        bind=True,
+        acks_late=True,
+        reject_on_worker_lost=True,
+        ignore_result=True,
+        **options,
+    )

@@ -1,0 +1,59 @@
+"""Per-process clients (judge, Redis), built lazily after fork and never at import time."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from celery.signals import worker_process_init
+
+from assay.scoring.scorer import JudgeRuntime
+from assay.scoring.store.db import reset_engine
+from assay.scoring.suites import load_model_catalog
+from assay.settings import get_settings
+
+_lock = threading.Lock()
+_runtime: JudgeRuntime | None = None
+_pid: int | None = None
+
+
+def judge_runtime() -> JudgeRuntime:
+    global _runtime, _pid
+    with _lock:
+        if _runtime is None or _pid != os.getpid():
+            _runtime = _build()
+            _pid = os.getpid()
+        return _runtime
+
+
+def _build() -> JudgeRuntime:
+    from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
+    from assay.scoring.judge.governor import InProcessGovernor, RedisGovernor
+    from assay.scoring.judge.service import make_client
+
+    settings = get_settings()
+    catalog = load_model_catalog(settings.config_dir)
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    if not key:
+        # No key: the judge component is skipped (the score is partial), so no client is needed.
+        return JudgeRuntime(client=None, breaker=None, governor=None, catalog=catalog)
+    client = make_client(key, settings.anthropic_base_url, timeout=120.0)
+    if settings.redis_url:
+        import redis
+
+        conn = redis.Redis.from_url(settings.redis_url)
+        breaker = RedisBreaker(conn, key_prefix="assay:breaker")
+        governor = RedisGovernor(settings.redis_url, catalog=catalog)
+    else:
+        breaker = InProcessBreaker()
+        governor = InProcessGovernor(catalog=catalog)
+    return JudgeRuntime(client=client, breaker=breaker, governor=governor, catalog=catalog)
+
+
+@worker_process_init.connect
+def _after_fork(**_: object) -> None:
+    # A forked child must not reuse its parent's connections.
+    reset_engine()
+    global _runtime
+    with _lock:
+        _runtime = None
