@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     judge_concurrency: int = 16
 
     # Judge
+    breaker_threshold: int = Field(5, ge=1, description="Consecutive transient failures that open the breaker.")
+    judge_backoff_base_seconds: float = Field(
+        1.0, gt=0, description="First retry wait of a transient judge error; doubles per retry (1 s, 2 s, 4 s)."
+    )
+    breaker_cooldown_seconds: float = Field(30.0, gt=0, description="Open time before one probe is let through.")
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
 

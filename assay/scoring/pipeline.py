@@ -380,7 +380,7 @@ def batch_summary(session: Session, batch_id: uuid.UUID) -> dict[str, Any]:
         "counts": counts,
         "pass_rate": round(counts["passed"] / scored, 6) if scored else None,
         "mean_total": round(float(total_stats[0]), 6) if total_stats[0] is not None else None,
-        "cost_usd": round(float(total_stats[1] or 0.0), 6),
+        "cost_usd": float(total_stats[1] or 0.0),
         "components": components,
         "errors_by_kind": dict(errors),
     }

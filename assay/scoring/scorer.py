@@ -29,6 +29,7 @@ class JudgeRuntime:
     breaker: Any
     governor: Any
     catalog: ModelCatalog
+    policy: Any = None  # judge.retry.RetryPolicy; None = its defaults
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
         breaker=runtime.breaker,
         governor=runtime.governor,
         price=runtime.catalog.models[judge.model],
+        **({"policy": runtime.policy} if runtime.policy is not None else {}),
     )
     extra = {"usage": outcome.usage, "cost_usd": outcome.cost_usd}
     if outcome.verdict is None:

@@ -134,6 +134,9 @@ class ModelPrice(_Strict):
     batch_discount: float = Field(0.5, gt=0, le=1)
     context_window: int = Field(..., gt=0)
     min_cacheable_tokens: int = Field(..., ge=0)
+    # Operational limits for the shared rate governor (your account's tier), not prices.
+    requests_per_minute: int = Field(50, ge=1)
+    input_tokens_per_minute: int = Field(30_000, ge=1)
 
 
 class ProviderConfig(_Strict):

@@ -60,13 +60,16 @@ def make_celery() -> Celery:
 
 
 app = make_celery()
+# Filled by the decorator below; Celery reads routes when it first publishes, after tasks registered.
+_routes: dict[str, dict[str, str]] = {}
+app.conf.task_routes = _routes
 
 
 def task(name: str, queue: Queue, **options: Any) -> Callable[[Callable[..., Any]], Any]:
     """Register a task with an explicit dotted name on a queue, late-acked, with no result stored."""
+    _routes[name] = {"queue": queue.value, "exchange": "", "routing_key": queue.value}
     return app.task(
         name=name,
-        queue=queue.value,
         bind=True,
         acks_late=True,
         reject_on_worker_lost=True,

@@ -28,7 +28,8 @@ def judge_runtime() -> JudgeRuntime:
 
 def _build() -> JudgeRuntime:
     from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
-    from assay.scoring.judge.governor import InProcessGovernor, RedisGovernor
+    from assay.scoring.judge.governor import InProcessGovernor, RateLimits, RedisGovernor
+    from assay.scoring.judge.retry import RetryPolicy
     from assay.scoring.judge.service import make_client
 
     settings = get_settings()
@@ -38,16 +39,21 @@ def _build() -> JudgeRuntime:
         # No key: the judge component is skipped (the score is partial), so no client is needed.
         return JudgeRuntime(client=None, breaker=None, governor=None, catalog=catalog)
     client = make_client(key, settings.anthropic_base_url, timeout=120.0)
+    limits = {
+        name: RateLimits(model.requests_per_minute, model.input_tokens_per_minute) for name, model in catalog.models.items()
+    }
+    breaker_opts = dict(threshold=settings.breaker_threshold, cooldown_seconds=settings.breaker_cooldown_seconds)
     if settings.redis_url:
         import redis
 
         conn = redis.Redis.from_url(settings.redis_url)
-        breaker = RedisBreaker(conn, key_prefix="assay:breaker")
-        governor = RedisGovernor(settings.redis_url, catalog=catalog)
+        breaker = RedisBreaker(conn, "assay:breaker", **breaker_opts)
+        governor = RedisGovernor(conn, "assay:governor", limits)
     else:
-        breaker = InProcessBreaker()
-        governor = InProcessGovernor(catalog=catalog)
-    return JudgeRuntime(client=client, breaker=breaker, governor=governor, catalog=catalog)
+        breaker = InProcessBreaker(**breaker_opts)
+        governor = InProcessGovernor(limits)
+    policy = RetryPolicy(backoff_base_seconds=settings.judge_backoff_base_seconds)
+    return JudgeRuntime(client=client, breaker=breaker, governor=governor, catalog=catalog, policy=policy)
 
 
 @worker_process_init.connect

@@ -1,0 +1,340 @@
+"""``assay``: run scoring embedded, talk to the API, and start the services."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+cli = typer.Typer(
+    help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+ApiUrl = Annotated[str, typer.Option(envvar="ASSAY_API_URL", help="Base URL of the Assay API.")]
+ApiKey = Annotated[Optional[str], typer.Option(envvar="ASSAY_API_KEY", help="API key (bearer).")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def _progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("pass {task.fields[passed]} · fail {task.fields[failed]} · errored {task.fields[errored]}"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _summary_table(view: dict[str, Any]) -> Table:
+    progress = view.get("progress") or {}
+    summary = view.get("summary") or {}
+    table = Table(title=f"batch {view['batch_id']} · suite {view['suite']} · {view['status']}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in ("total", "completed", "passed", "failed", "errored", "cancelled", "partial"):
+        table.add_row(key, str(progress.get(key, "")))
+    if summary.get("pass_rate") is not None:
+        table.add_row("pass rate", f"{100 * summary['pass_rate']:.1f}%")
+    if summary.get("mean_total") is not None:
+        table.add_row("mean total", f"{summary['mean_total']:.3f}")
+    for name, comp in (summary.get("components") or {}).items():
+        mean = comp.get("mean")
+        table.add_row(
+            f"{name} mean / median",
+            f"{mean:.3f} / {comp.get('median'):.3f}" if mean is not None else f"skipped {comp.get('skipped', 0)}",
+        )
+    table.add_row("cost (USD)", f"{summary.get('cost_usd', 0.0):.4f}")
+    table.add_row("criteria hash", view["criteria_hash"][:16] + "…")
+    return table
+
+
+@cli.command()
+def run(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL or JSON array of items.")],
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite name (config/suites/NAME.yaml).")],
+    out: Annotated[Optional[Path], typer.Option(help="Results file (JSONL). Default: FILE's name + .results.jsonl")] = None,
+    db: Annotated[Path, typer.Option(help="SQLite file that keeps the scores.")] = Path(".assay/embedded.db"),
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Worker threads.")] = 8,
+) -> None:
+    """Score FILE embedded: SQLite and an in-process worker pool, no Redis or Postgres needed.
+
+    The same tasks as the distributed setup. The judge runs when ANTHROPIC_API_KEY is set; without it
+    the judge component is skipped and scores are marked partial (weights renormalised).
+    """
+    from assay.workers import embedded
+
+    embedded.configure_environment(db)
+    from assay.scoring.errors import AssayError
+    from assay.scoring.store.db import migrate
+
+    migrate()
+    try:
+        batch_id = embedded.ingest_file(file, suite, created_by=os.environ.get("USER", "cli"))
+    except AssayError as exc:
+        _report_domain_error(exc)
+        raise typer.Exit(2) from None
+    console.print(f"batch [bold]{batch_id}[/bold] · {file} · suite {suite}")
+    with _progress_bar() as bar:
+        task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
+
+        def show(view: dict[str, Any]) -> None:
+            p = view["progress"]
+            bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
+
+        view = embedded.run_batch(batch_id, concurrency=concurrency, on_progress=show)
+    target = out or file.with_name(file.name + ".results.jsonl")
+    count = _write_embedded_results(batch_id, target)
+    console.print(_summary_table(view))
+    console.print(f"{count} results written to [bold]{target}[/bold]")
+
+
+def _write_embedded_results(batch_id: Any, target: Path) -> int:
+    from assay.scoring import batches as svc
+    from assay.scoring.criteria import load_criteria
+    from assay.scoring.store.db import new_session
+    from assay.scoring.views import live_line, score_view
+
+    session = new_session()
+    count = 0
+    try:
+        threshold = load_criteria(session, svc.get_batch(session, batch_id).criteria_hash).threshold
+        with target.open("w") as handle:
+            for score in svc.iter_results(session, batch_id, status="all"):
+                view = score_view(score, threshold=threshold)
+                view["external_id"] = score.item.external_id if score.item is not None else None
+                view["line"] = live_line(score, threshold)
+                handle.write(json.dumps(view) + "\n")
+                count += 1
+    finally:
+        session.close()
+    return count
+
+
+def _report_domain_error(exc: Any) -> None:
+    console.print(f"[red]error:[/red] {exc.message}")
+    for bad in (exc.details or {}).get("bad_lines", [])[:20]:
+        console.print(f"  line {bad['line']}: {bad['reason']}")
+
+
+# --- API client commands --------------------------------------------------------------------------------
+
+
+def _client(api_url: str, api_key: str | None):  # type: ignore[no-untyped-def]
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(base_url=api_url, headers=headers, timeout=httpx.Timeout(60.0, read=600.0))
+
+
+def _check(response: Any) -> Any:
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+        except ValueError:
+            _fail(f"HTTP {response.status_code}: {response.text[:500]}")
+        console.print(f"[red]error {response.status_code}:[/red] {body.get('message', body)}")
+        for bad in (body.get("details") or {}).get("bad_lines", [])[:20]:
+            console.print(f"  line {bad['line']}: {bad['reason']}")
+        raise typer.Exit(1)
+    return response.json() if response.content else None
+
+
+def _request(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    import httpx
+
+    try:
+        return _check(fn(*args, **kwargs))
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the API: {exc}")
+
+
+def _watch(client: Any, batch_id: str) -> dict[str, Any]:
+    with _progress_bar() as bar:
+        task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
+        while True:
+            view = _request(client.get, f"/api/v1/batches/{batch_id}")
+            p = view["progress"]
+            bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
+            if view["status"] not in ("planning", "running"):
+                return view
+            time.sleep(1.0)
+
+
+@cli.command()
+def submit(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    suite: Annotated[str, typer.Option("--suite", "-s")],
+    wait: Annotated[bool, typer.Option(help="Show progress until the batch finishes.")] = False,
+    partial: Annotated[bool, typer.Option(help="Accept the good lines when some are bad.")] = False,
+    idempotency_key: Annotated[Optional[str], typer.Option(help="Makes a retried submit return the first batch.")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Upload FILE to the API as a batch (streamed), print its id, optionally wait for it."""
+    headers = {"Content-Type": "application/x-ndjson"}
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
+    with _client(api_url, api_key) as client, file.open("rb") as handle:
+        accepted = _request(
+            client.post, "/api/v1/batches", params={"suite": suite, "partial": str(partial).lower()}, content=handle, headers=headers
+        )
+        console.print(f"batch [bold]{accepted['batch_id']}[/bold]: {accepted['accepted']} items accepted, {accepted['rejected']} rejected")
+        for bad in accepted.get("bad_lines", [])[:20]:
+            console.print(f"  line {bad['line']}: {bad['reason']}")
+        print(accepted["batch_id"])
+        if wait:
+            console.print(_summary_table(_watch(client, accepted["batch_id"])))
+
+
+@cli.command()
+def status(
+    batch_id: str,
+    watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Show a batch's progress and summary."""
+    with _client(api_url, api_key) as client:
+        view = _watch(client, batch_id) if watch else _request(client.get, f"/api/v1/batches/{batch_id}")
+    console.print(_summary_table(view))
+
+
+@cli.command()
+def results(
+    batch_id: str,
+    format: Annotated[str, typer.Option(help="jsonl or csv")] = "jsonl",
+    status: Annotated[str, typer.Option(help="all, passed, failed or errored")] = "all",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Export a batch's results (streamed)."""
+    import httpx
+
+    if format not in ("jsonl", "csv"):
+        _fail("--format is jsonl or csv")
+    sink = output.open("w") if output else sys.stdout
+    try:
+        with _client(api_url, api_key) as client:
+            with client.stream("GET", f"/api/v1/batches/{batch_id}/results", params={"format": format, "status": status}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _check(response)
+                for text in response.iter_text():
+                    sink.write(text)
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the API: {exc}")
+    finally:
+        if output:
+            sink.close()
+
+
+@cli.command()
+def cancel(batch_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = None) -> None:
+    """Cancel a batch: queued work is dropped, finished scores are kept."""
+    with _client(api_url, api_key) as client:
+        view = _request(client.post, f"/api/v1/batches/{batch_id}/cancel")
+    console.print(f"batch {batch_id} is {view['status']}")
+
+
+# --- services -----------------------------------------------------------------------------------------
+
+
+@cli.command()
+def migrate() -> None:
+    """Apply the database migrations (ASSAY_DATABASE_URL)."""
+    from assay.scoring.store.db import migrate as apply
+
+    apply()
+    console.print("database is at the latest revision")
+
+
+@cli.command()
+def api(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option()] = 8000,
+    workers: Annotated[int, typer.Option(min=1)] = 1,
+) -> None:
+    """Serve the API (uvicorn)."""
+    import uvicorn
+
+    from assay.settings import get_settings
+
+    if not get_settings().api_keys and not get_settings().trusted_proxies:
+        console.print("[yellow]warning:[/yellow] no ASSAY_API_KEYS and no ASSAY_TRUSTED_PROXIES: every request will get 401")
+    uvicorn.run("assay.api.app:create_app", factory=True, host=host, port=port, workers=workers)
+
+
+@cli.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated: metrics, judge, control.")] = "metrics,judge,control",
+    pool: Annotated[Optional[str], typer.Option(help="prefork or threads (default: threads when judge is the only queue)")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(min=1)] = None,
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """Start a Celery worker on the given queues (task events on, for Flower)."""
+    from assay.settings import get_settings
+
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    unknown = set(names) - {"metrics", "judge", "control"}
+    if unknown:
+        _fail(f"unknown queue(s): {', '.join(sorted(unknown))}")
+    chosen_pool = pool or ("threads" if names == ["judge"] else "prefork")
+    threads = concurrency or (get_settings().judge_concurrency if chosen_pool == "threads" else os.cpu_count() or 2)
+    from assay.workers.app import app
+
+    app.worker_main(["worker", "-Q", ",".join(names), "-P", chosen_pool, "-c", str(threads), "-E", "-l", loglevel])
+
+
+@cli.command()
+def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Start Celery beat (the reconciler's schedule)."""
+    from assay.workers.app import app
+
+    Path(".assay").mkdir(exist_ok=True)
+    app.start(["beat", "-l", loglevel, "--schedule", os.environ.get("ASSAY_BEAT_SCHEDULE_FILE", ".assay/celerybeat-schedule")])
+
+
+@cli.command()
+def flower(port: Annotated[Optional[int], typer.Option()] = None) -> None:
+    """Start Flower with basic auth from ASSAY_FLOWER_USER / ASSAY_FLOWER_PASSWORD."""
+    from assay.settings import get_settings
+
+    settings = get_settings()
+    if settings.flower_password is None:
+        _fail("set ASSAY_FLOWER_PASSWORD: Flower is never started without basic auth")
+    from assay.workers.app import app
+
+    app.start(
+        [
+            "flower",
+            f"--port={port or settings.flower_port}",
+            f"--basic-auth={settings.flower_user}:{settings.flower_password.get_secret_value()}",
+        ]
+    )
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Test fixtures: a real PostgreSQL database, a real Redis, a live Celery worker, the loopback judge fake.
+
+The environment is set at import, before any test imports the Celery app (which reads the broker URL
+when it is created). Each run gets its own database and its own Redis database number.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PG_ADMIN_URL = os.environ.get("ASSAY_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_HOST = "127.0.0.1"
+REDIS_PORT = int(os.environ.get("ASSAY_TEST_REDIS_PORT", "6379"))
+REDIS_DB = int(os.environ.get("ASSAY_TEST_REDIS_DB", "12"))
+TEST_DB = f"assay_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+API_KEY = "test-key-" + uuid.uuid4().hex[:8]
+
+TEST_ENV = {
+    "ASSAY_DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}",
+    "ASSAY_BROKER_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}",
+    "ASSAY_REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}",
+    "ASSAY_API_KEYS": f'["{API_KEY}"]',
+    "ASSAY_TRUSTED_PROXIES": '["10.255.255.254/32"]',
+    "ASSAY_CONFIG_DIR": str(REPO / "config"),
+    # Short timings so recovery paths run inside a test's time.
+    "ASSAY_REQUEUE_AFTER_SECONDS": "5",
+    "ASSAY_RECONCILE_INTERVAL_SECONDS": "5",
+    "ASSAY_MAX_QUEUE_DEPTH": "20000",
+}
+os.environ.update(TEST_ENV)
+os.environ.pop("ANTHROPIC_API_KEY", None)
+os.environ.pop("ANTHROPIC_BASE_URL", None)
+
+
+def _admin_exec(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def database() -> Iterator[str]:
+    """A fresh database for this run, migrated to head; dropped at the end."""
+    import redis
+
+    from assay.scoring.store.db import migrate, reset_engine
+    from assay.settings import get_settings
+
+    _admin_exec(f'CREATE DATABASE "{TEST_DB}"')
+    get_settings.cache_clear()
+    reset_engine()
+    migrate()
+    redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_DB).flushdb()
+    yield TEST_ENV["ASSAY_DATABASE_URL"]
+    reset_engine()
+    _admin_exec(f'DROP DATABASE IF EXISTS "{TEST_DB}" WITH (FORCE)')
+
+
+@pytest.fixture
+def clean_db(database: str) -> Iterator[None]:
+    """Empty every table and register the shipped suites again."""
+    from sqlalchemy import text
+
+    from assay.scoring.criteria import register_all_suites
+    from assay.scoring.store.db import transaction
+    from assay.settings import get_settings
+
+    with transaction() as session:
+        session.execute(
+            text(
+                "TRUNCATE score_components, scores, items, batches, datasets, suites, "
+                "scoring_criteria_definitions CASCADE"
+            )
+        )
+    with transaction() as session:
+        register_all_suites(session, get_settings().config_dir)
+    yield
+
+
+@pytest.fixture
+def api_client(clean_db: None) -> Iterator[object]:
+    from fastapi.testclient import TestClient
+
+    from assay.api.app import create_app
+
+    with TestClient(create_app(), headers={"Authorization": f"Bearer {API_KEY}"}) as client:
+        yield client
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_",))}
+    env.update(TEST_ENV)
+    env.update(extra or {})
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+class LiveWorker:
+    """A real ``celery worker`` subprocess on the test broker and database."""
+
+    def __init__(self, env: dict[str, str], queues: str = "metrics,judge,control", concurrency: int = 4) -> None:
+        self.env = env
+        self.queues = queues
+        self.concurrency = concurrency
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = Path(f"/tmp/assay-test-worker-{os.getpid()}-{uuid.uuid4().hex[:6]}.log")
+
+    def start(self) -> LiveWorker:
+        handle = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "assay.workers.app", "worker",
+                "-Q", self.queues, "-P", "threads", "-c", str(self.concurrency),
+                "-l", "INFO", "--without-mingle", "--without-gossip", "-n", f"test-{uuid.uuid4().hex[:6]}@%h",
+            ],
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=str(REPO),
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if "ready." in self.log.read_text(errors="replace"):
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        raise RuntimeError(f"worker did not become ready:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def live_worker_factory() -> Iterator[object]:
+    workers: list[LiveWorker] = []
+
+    def start(extra_env: dict[str, str] | None = None, **kwargs: object) -> LiveWorker:
+        worker = LiveWorker(worker_env(extra_env), **kwargs).start()  # type: ignore[arg-type]
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2, message: str = "condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}; last value: {last!r}")
+
+
+def which(binary: str) -> str | None:
+    return shutil.which(binary)

@@ -1,0 +1,241 @@
+"""The pipeline's state machine on the real store: leases, single landing, finalizing, reconciling."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from assay.scoring import pipeline
+from assay.scoring.criteria import current_suite
+from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline import ComponentRef
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import Batch, Item, Score, ScoreComponent, utcnow
+
+PAYLOAD = {
+    "prompt": "p",
+    "generated_kql": "T | take 1",
+    "expected_kql": "T | take 1",
+    "expected_columns": ["a"],
+    "generated_columns": ["a"],
+}
+
+
+def make_batch(n: int = 2, payload: dict | None = None) -> tuple[uuid.UUID, list[uuid.UUID]]:
+    with transaction() as s:
+        suite = current_suite(s, "kql")
+        batch = Batch(suite_name="kql", criteria_hash=suite.current_criteria_hash, created_by="t", total_items=n)
+        s.add(batch)
+        s.flush()
+        from assay.scoring.criteria import load_criteria
+
+        ncomp = len(load_criteria(s, suite.current_criteria_hash).components)
+        score_ids = []
+        for pos in range(1, n + 1):
+            item = Item(kind="kql", payload=payload or PAYLOAD, content_hash="0" * 64, origin_batch_id=batch.id)
+            s.add(item)
+            s.flush()
+            score = Score(
+                item_id=item.id, batch_id=batch.id, position=pos, suite_name="kql",
+                criteria_hash=suite.current_criteria_hash, components_total=ncomp, triggered_by="t",
+            )
+            s.add(score)
+            s.flush()
+            score_ids.append(score.id)
+        return batch.id, score_ids
+
+
+def plan_all(batch_id) -> list[ComponentRef]:
+    refs = []
+    while True:
+        with transaction() as s:
+            step = pipeline.plan_chunk(s, batch_id, chunk_size=1)
+        refs += step.refs
+        if step.finished:
+            return refs
+
+
+def land_all(refs, result_for=lambda ref: ComponentResult.ok(1.0)):
+    for ref in refs:
+        with transaction() as s:
+            assert pipeline.claim(s, ref, "w", 60).state == "claimed"
+        with transaction() as s:
+            pipeline.land(s, ref, result_for(ref))
+
+
+def test_planner_creates_components_in_chunks_and_resumes(clean_db):
+    batch_id, scores = make_batch(3)
+    with transaction() as s:
+        first = pipeline.plan_chunk(s, batch_id, chunk_size=2)
+    assert {r.score_id for r in first.refs} == set(scores[:2]) and not first.finished
+    with transaction() as s:
+        assert s.get(Batch, batch_id).planned_position == 2
+    rest = plan_all(batch_id)
+    assert {r.score_id for r in rest} == {scores[2]}
+    with transaction() as s:
+        assert s.get(Batch, batch_id).status == "running"
+    queues = {r.component: r.queue for r in first.refs}
+    assert queues["llm_grading"] == "judge" and queues["schema_match"] == "metrics"
+
+
+def test_claim_lease_and_duplicate_delivery(clean_db):
+    batch_id, _ = make_batch(1)
+    ref = plan_all(batch_id)[0]
+    with transaction() as s:
+        assert pipeline.claim(s, ref, "worker-a", 60).state == "claimed"
+    with transaction() as s:
+        busy = pipeline.claim(s, ref, "worker-b", 60)
+    assert busy.state == "busy" and 50 < busy.retry_in <= 60
+    # The same message redelivered after its worker died takes the lease back.
+    with transaction() as s:
+        again = pipeline.claim(s, ref, "worker-a", 60)
+    assert again.state == "claimed" and again.attempts == 2
+    with transaction() as s:
+        assert pipeline.land(s, ref, ComponentResult.ok(0.5)) is True
+    with transaction() as s:
+        assert pipeline.land(s, ref, ComponentResult.ok(0.9)) is False  # lands once
+        assert pipeline.claim(s, ref, "worker-c", 60).state == "landed"
+        comp = s.get(ScoreComponent, (ref.score_id, ref.component))
+        assert comp.score == 0.5
+        assert s.get(Score, ref.score_id).components_landed == 1
+
+
+def test_expired_lease_can_be_taken_over(clean_db):
+    batch_id, _ = make_batch(1)
+    ref = plan_all(batch_id)[0]
+    with transaction() as s:
+        pipeline.claim(s, ref, "dead-worker", 60)
+        s.execute(
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    with transaction() as s:
+        assert pipeline.claim(s, ref, "other", 60).state == "claimed"
+
+
+def test_score_finalizes_when_last_component_lands_and_batch_completes(clean_db):
+    batch_id, scores = make_batch(2)
+    refs = plan_all(batch_id)
+    land_all(refs, lambda ref: ComponentResult.ok(0.8 if ref.component == "schema_match" else 1.0))
+    with transaction() as s:
+        for sid in scores:
+            score = s.get(Score, sid)
+            assert score.status == "completed" and score.components_landed == score.components_total
+        batch = s.get(Batch, batch_id)
+        assert batch.status == "completed" and batch.finished_items == 2 and batch.finished_at is not None
+        assert batch.summary["counts"]["completed"] == 2
+        assert batch.summary["components"]["schema_match"]["mean"] == pytest.approx(0.8)
+        assert batch.summary["components"]["schema_match"]["median"] == pytest.approx(0.8)
+
+
+def test_total_is_the_weighted_sum(clean_db):
+    batch_id, scores = make_batch(1)
+    refs = plan_all(batch_id)
+    values = {r.component: v for r, v in zip(refs, [0.2, 0.4, 0.6, 0.8, 1.0, 1.0])}
+    land_all(refs, lambda ref: ComponentResult.ok(values[ref.component]))
+    with transaction() as s:
+        score = s.get(Score, scores[0])
+        comps = s.scalars(select(ScoreComponent).where(ScoreComponent.score_id == score.id)).all()
+        expected = sum(c.score * c.weight for c in comps)
+        assert score.total == pytest.approx(expected)
+        assert score.partial is False
+        for c in comps:
+            assert c.weighted_score == pytest.approx(c.score * c.weight)
+
+
+def test_skipped_component_renormalises_and_marks_partial(clean_db):
+    batch_id, scores = make_batch(1)
+    refs = plan_all(batch_id)
+    land_all(
+        refs,
+        lambda ref: ComponentResult.skipped("no key") if ref.component == "llm_grading" else ComponentResult.ok(0.6),
+    )
+    with transaction() as s:
+        score = s.get(Score, scores[0])
+        assert score.status == "completed" and score.partial is True
+        assert score.total == pytest.approx(0.6)  # renormalised over the rest, not dragged down by a zero
+        assert score.passed is False
+
+
+def test_failed_component_fails_the_score_without_renormalising(clean_db):
+    batch_id, scores = make_batch(1)
+    refs = plan_all(batch_id)
+    land_all(
+        refs,
+        lambda ref: ComponentResult.failed("judge answered garbage", raw_output="{{{")
+        if ref.component == "llm_grading"
+        else ComponentResult.ok(1.0),
+    )
+    with transaction() as s:
+        score = s.get(Score, scores[0])
+        assert score.status == "failed" and score.total is None and score.passed is False
+        assert "llm_grading: judge answered garbage" in score.error_message
+        assert score.raw_judge_output == "{{{"
+        assert s.get(Batch, batch_id).summary["counts"]["errored"] == 1
+
+
+def test_deferral_does_not_spend_an_attempt_and_waits(clean_db):
+    batch_id, _ = make_batch(1)
+    ref = next(r for r in plan_all(batch_id) if r.component == "llm_grading")
+    with transaction() as s:
+        pipeline.claim(s, ref, "w", 60)
+        pipeline.defer(s, ref, "w", 30, "breaker open")
+    with transaction() as s:
+        comp = s.get(ScoreComponent, (ref.score_id, ref.component))
+        assert comp.status == "deferred" and comp.attempts == 0
+        busy = pipeline.claim(s, ref, "w2", 60)
+        assert busy.state == "busy" and 25 < busy.retry_in <= 30
+        report = pipeline.reconcile(s, requeue_after_seconds=5)
+        assert ref not in report.refs  # deferred on purpose: the reconciler leaves it alone
+
+
+def test_poison_component_fails_after_max_attempts(clean_db):
+    batch_id, scores = make_batch(1)
+    ref = plan_all(batch_id)[0]
+    for attempt in range(1, 4):
+        with transaction() as s:
+            claim = pipeline.claim(s, ref, f"w{attempt}", 60)
+            assert claim.attempts == attempt
+            poisoned = pipeline.expire_poison(s, ref, claim.attempts, max_attempts=2)
+            s.execute(
+                update(ScoreComponent)
+                .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
+                .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+            ) if not poisoned else None
+    assert poisoned
+    with transaction() as s:
+        comp = s.get(ScoreComponent, (ref.score_id, ref.component))
+        assert comp.status == "failed" and "gave up after 2 attempts" in comp.reason
+
+
+def test_reconciler_finds_lost_work(clean_db):
+    batch_id, _ = make_batch(1)
+    refs = plan_all(batch_id)
+    leased, stale, fresh = refs[0], refs[1], refs[2]
+    with transaction() as s:
+        pipeline.claim(s, leased, "dead", 60)
+        s.execute(
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id == leased.score_id, ScoreComponent.component == leased.component)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+        s.execute(
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id == stale.score_id, ScoreComponent.component == stale.component)
+            .values(enqueued_at=utcnow() - timedelta(seconds=60))
+        )
+    with transaction() as s:
+        report = pipeline.reconcile(s, requeue_after_seconds=30)
+    assert leased in report.refs and stale in report.refs
+    assert fresh not in report.refs
+    with transaction() as s:  # re-enqueueing stamps them: an immediate second pass finds nothing stale
+        again = pipeline.reconcile(s, requeue_after_seconds=30)
+    assert stale not in again.refs
+
+
+def test_reconciler_restarts_planning_batches(clean_db):
+    batch_id, _ = make_batch(2)
+    with transaction() as s:
+        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
