@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(2 * 1024**3, description="Largest accepted batch upload body, in bytes.")
     max_item_bytes: int = Field(1024**2, description="Largest accepted single item (one JSONL line), in bytes.")
     max_items_per_batch: int = 1_000_000
+    max_dataset_bytes: int = Field(256 * 1024**2, description="Largest dataset (all its tables), in bytes.")
     max_reported_bad_lines: int = 100
 
     # Pipeline

@@ -19,7 +19,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from assay.scoring.errors import InvalidInput, PayloadTooLarge
+from assay.scoring import datasets
+from assay.scoring.errors import InvalidInput, NotFound, PayloadTooLarge
 from assay.scoring.kinds import Kind
 from assay.scoring.store.models import Batch, Item, Score, SuiteRecord, utcnow
 from assay.scoring.suites import canonical_json
@@ -174,6 +175,7 @@ class BatchWriter:
         self._scores: list[dict[str, Any]] = []
         self.result: IngestResult | None = None
         self._components_total = len(self._criteria_components())
+        self._datasets: dict[str, str] = {}
 
     def _criteria_components(self) -> list[str]:
         from assay.scoring.criteria import load_criteria
@@ -235,7 +237,20 @@ class BatchWriter:
                 raise PayloadTooLarge(
                     f"a batch holds at most {self.limits.max_items} items", limit_items=self.limits.max_items
                 )
-            self._add(line_no, item)
+            try:
+                dataset_hash = self._dataset_hash(getattr(item, "dataset", None))
+            except NotFound as exc:
+                self._bad(BadLine(line_no, exc.message))
+                continue
+            self._add(line_no, item, dataset_hash)
+
+    def _dataset_hash(self, reference: str | None) -> str | None:
+        """Resolve an item's dataset reference (hash or name) once per upload."""
+        if reference is None:
+            return None
+        if reference not in self._datasets:
+            self._datasets[reference] = datasets.resolve(self.session, reference).content_hash
+        return self._datasets[reference]
 
     def _bad(self, bad: BadLine) -> None:
         assert self.result is not None
@@ -243,10 +258,12 @@ class BatchWriter:
         if len(self.result.bad_lines) < self.limits.max_reported_bad_lines:
             self.result.bad_lines.append(bad)
 
-    def _add(self, position: int, item: Any) -> None:
+    def _add(self, position: int, item: Any, dataset_hash: str | None) -> None:
         assert self.result is not None
         now = utcnow()
         payload = item.model_dump(mode="json", exclude_none=True)
+        if dataset_hash is not None:
+            payload["dataset"] = dataset_hash  # the payload names exactly the content it was scored on
         item_id = uuid.uuid4()
         self._items.append(
             dict(
@@ -254,8 +271,8 @@ class BatchWriter:
                 kind=self.kind.name,
                 external_id=payload.get("id"),
                 payload=payload,
-                content_hash=item_content_hash(payload),
-                dataset_hash=None,
+                content_hash=item_content_hash(payload, dataset_hash),
+                dataset_hash=dataset_hash,
                 origin_batch_id=self.result.batch.id,
                 created_at=now,
             )

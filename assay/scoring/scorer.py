@@ -63,9 +63,17 @@ def load_work(session: Session, ref: ComponentRef) -> WorkUnit | None:
         kind=kind,
         item=kind.item_model.model_validate(item.payload),
         # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
-        context=MetricContext(now=score.created_at),
+        context=MetricContext(now=score.created_at, dataset_loader=_load_dataset),
         judge_timeout=timeout,
     )
+
+
+def _load_dataset(content_hash: str) -> dict[str, Any]:
+    from assay.scoring.datasets import load_tables
+    from assay.scoring.store.db import transaction
+
+    with transaction() as session:
+        return load_tables(session, content_hash)
 
 
 _metric_cache: dict[tuple[str, str], Metric] = {}

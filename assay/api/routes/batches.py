@@ -37,7 +37,26 @@ once; scoring runs in the workers. A retried upload with the same `Idempotency-K
 batch instead of creating a second one."""
 
 
-@router.post("", status_code=202, response_model=BatchAccepted, summary="Submit a batch", description=UPLOAD_DOC)
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/x-ndjson": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+        },
+    }
+}
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=BatchAccepted,
+    summary="Submit a batch",
+    description=UPLOAD_DOC,
+    openapi_extra=UPLOAD_BODY,
+    responses={413: {"description": "Body or item count over the limit"}, 422: {"description": "Bad lines (listed)"}},
+)
 async def create_batch(
     request: Request,
     response: Response,

@@ -1,0 +1,145 @@
+"""The ``assay`` CLI as a user runs it: subprocesses against a live API, worker and Flower."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import API_KEY, REPO, wait_for, worker_env
+
+EXAMPLES = REPO / "examples" / "kql_items.jsonl"
+
+
+def assay(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "assay.cli", *args],
+        env=env or worker_env(),
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def api_server(clean_db):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", "api", "--port", str(port)],
+        env=worker_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up():
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout=30, message="the API to start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_help_lists_every_command():
+    result = assay("--help")
+    assert result.returncode == 0
+    for command in ["run", "submit", "status", "results", "cancel", "api", "worker", "beat", "flower", "migrate"]:
+        assert command in result.stdout
+
+
+def test_run_rejects_bad_lines_with_their_numbers(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(EXAMPLES.read_text().splitlines()[0] + "\n{broken\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")} | {"PYTHONPATH": str(REPO)}
+    result = assay("run", str(bad), "--suite", "kql", "--db", str(tmp_path / "x.db"), env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "line 2" in result.stderr and "nothing was written" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_run_unknown_suite_is_a_clear_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")} | {"PYTHONPATH": str(REPO)}
+    result = assay("run", str(EXAMPLES), "--suite", "nope", "--db", str(tmp_path / "x.db"), env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "no suite named 'nope'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_worker_refuses_unknown_queues():
+    result = assay("worker", "--queues", "metrics,bogus")
+    assert result.returncode == 2 and "bogus" in result.stderr
+
+
+def test_flower_requires_a_password():
+    env = worker_env()
+    env.pop("ASSAY_FLOWER_PASSWORD", None)
+    result = assay("flower", env=env)
+    assert result.returncode == 2 and "ASSAY_FLOWER_PASSWORD" in result.stderr
+
+
+def test_flower_starts_with_basic_auth():
+    port = free_port()
+    env = worker_env({"ASSAY_FLOWER_PASSWORD": "s3cret", "ASSAY_FLOWER_USER": "ops"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "assay.cli", "flower", "--port", str(port)],
+        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        def answers():
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            except httpx.HTTPError:
+                return None
+
+        anonymous = wait_for(answers, timeout=30, message="Flower to start")
+        assert anonymous.status_code == 401
+        assert httpx.get(f"http://127.0.0.1:{port}/", auth=("ops", "wrong"), timeout=5).status_code == 401
+        assert httpx.get(f"http://127.0.0.1:{port}/", auth=("ops", "s3cret"), timeout=5).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_submit_wait_status_results_cancel(api_server, live_worker_factory, tmp_path):
+    live_worker_factory()
+    env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": API_KEY})
+    submitted = assay("submit", str(EXAMPLES), "--suite", "kql", "--wait", env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    batch_id = submitted.stdout.strip().splitlines()[-1]
+    assert "4 items accepted" in submitted.stderr and "completed" in submitted.stderr
+    status = assay("status", batch_id, env=env)
+    assert status.returncode == 0 and "completed" in status.stderr
+    out = tmp_path / "r.csv"
+    results = assay("results", batch_id, "--format", "csv", "-o", str(out), env=env)
+    assert results.returncode == 0, results.stderr
+    assert len(out.read_text().strip().splitlines()) == 5
+    jsonl = assay("results", batch_id, "--status", "failed", env=env)
+    assert all(json.loads(line)["passed"] is False for line in jsonl.stdout.splitlines())
+    again = assay("cancel", batch_id, env=env)
+    assert again.returncode == 1 and "already completed" in again.stderr
+
+
+def test_client_commands_report_auth_and_network_errors(api_server):
+    env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": "wrong"})
+    result = assay("status", "00000000-0000-0000-0000-000000000000", env=env)
+    assert result.returncode == 1 and "401" in result.stderr
+    env = worker_env({"ASSAY_API_URL": f"http://127.0.0.1:{free_port()}", "ASSAY_API_KEY": API_KEY})
+    result = assay("status", "00000000-0000-0000-0000-000000000000", env=env)
+    assert result.returncode == 2 and "cannot reach the API" in result.stderr
