@@ -1,0 +1,136 @@
+"""What is worth retrying, and how long to wait before the next attempt.
+
+``is_transient`` is the one place that decides whether a failed judge call is the provider's
+passing trouble (retry it, count it against the circuit breaker) or a problem that another attempt
+cannot fix (fail the component at once). The SDK's own ``max_retries`` is 0 so retries don't multiply.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import anthropic
+import tenacity
+
+# Error codes the API puts in ``error.details.error_code`` when a 429 means "out of money", not
+# "too fast": waiting a few seconds does not refill a spend limit.
+SPEND_LIMIT_ERROR_CODES = frozenset(
+    {"enforced_spend_limit_reached", "contract_spend_limit_reached", "linked_organization_spend_limit_reached"}
+)
+# 408 and 409 are retried by the SDK's own policy too; every other 4xx is the request's fault.
+_TRANSIENT_4XX = frozenset({408, 409, 429})
+# Error types that may arrive on an HTTP 200 (an ``error`` event in the middle of a stream).
+_TRANSIENT_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+
+
+def is_spend_limit(exc: BaseException) -> bool:
+    """A 429 saying the organisation's spend limit is reached (by error code, or by message from proxies)."""
+    if not isinstance(exc, anthropic.APIStatusError) or exc.status_code != 429:
+        return False
+    if exc.error_code in SPEND_LIMIT_ERROR_CODES:
+        return True
+    return "spend limit" in (exc.api_message or exc.message or "").lower()
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when the same request may well succeed if sent again a little later.
+
+    Transient: 429 (except a spend-limit 429), 408, 409, every 5xx including 529 overloaded,
+    connection errors and timeouts. Not transient: 400, 401, 403, 404, 413, other 4xx, a spend-limit
+    429, and anything that is not an API error (our own bugs must surface, not be retried).
+    """
+    if isinstance(exc, anthropic.APIConnectionError):  # APITimeoutError is a subclass
+        return True
+    if not isinstance(exc, anthropic.APIStatusError):
+        return False
+    status = exc.status_code
+    if status >= 500:
+        return True
+    if status >= 400:
+        return status in _TRANSIENT_4XX and not is_spend_limit(exc)
+    # A stream that started with 200 and then sent an ``error`` event.
+    return exc.type in _TRANSIENT_ERROR_TYPES
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """The wait the provider asked for: ``retry-after-ms``, else ``retry-after`` (seconds or HTTP date)."""
+    if not headers:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        return None if parsed is None else max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def exception_retry_after(exc: BaseException | None) -> float | None:
+    if isinstance(exc, anthropic.APIStatusError):
+        return retry_after_seconds(exc.response.headers)
+    return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of one judge call. Defaults are design 001's: 3 retries after 1 s, 2 s, 4 s, plus jitter."""
+
+    max_retries: int = 3
+    backoff_base_seconds: float = 1.0
+    # Up to this fraction of each backoff step is added at random so workers hit by the same outage
+    # don't come back in lockstep.
+    jitter_ratio: float = 0.5
+    # A wait longer than this (a long ``retry-after``, a rate-governor window) is not slept in a
+    # worker thread: the judgment is deferred and re-queued instead.
+    max_inline_wait_seconds: float = 30.0
+
+    def backoff(self, retry_number: int) -> float:
+        """The wait before retry ``retry_number`` (1-based), jitter included."""
+        step = self.backoff_base_seconds * 2 ** (retry_number - 1)
+        return step + random.uniform(0, step * self.jitter_ratio)
+
+
+class wait_retry_after(tenacity.wait.wait_base):
+    """Wait what the provider's ``retry-after`` says when it says something, else the policy's backoff."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        asked = exception_retry_after(exc)
+        if asked is not None:
+            return asked
+        return self.policy.backoff(retry_state.attempt_number)
+
+
+class stop_if_wait_exceeds(tenacity.stop.stop_base):
+    """Stop when the next wait is longer than a worker should block; the caller defers the item instead."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return retry_state.upcoming_sleep > self.limit
+
+
+def retrying(policy: RetryPolicy, *, sleep: Callable[[float], None] = time.sleep) -> tenacity.Retrying:
+    """A tenacity controller for one judge call. The last exception is re-raised when it gives up."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception(is_transient),
+        wait=wait_retry_after(policy),
+        stop=tenacity.stop_after_attempt(policy.max_retries + 1) | stop_if_wait_exceeds(policy.max_inline_wait_seconds),
+        sleep=sleep,
+        reraise=True,
+    )

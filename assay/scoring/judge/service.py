@@ -1,0 +1,278 @@
+"""The judge: one item's verdict from Claude, through the circuit breaker, the rate governor and retries.
+
+``run_judge`` returns a ``JudgeOutcome`` with a validated verdict or the reason there is none, and
+raises nothing but ``JudgeDeferred`` (the provider cannot take the call now: re-queue the item later
+without burning its attempts). A bad answer gets one repair call; it is never clamped or invented.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import pydantic
+from anthropic.types import Message
+
+from assay.scoring.judge.breaker import Breaker, BreakerOpen
+from assay.scoring.judge.governor import Governor, estimate_tokens
+from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
+from assay.scoring.judge.retry import RetryPolicy, exception_retry_after, is_transient, retrying
+from assay.scoring.suites import ModelPrice
+
+log = logging.getLogger(__name__)
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    model: str
+    max_tokens: int
+    timeout_seconds: float
+    prompt_template: str
+    inputs: dict[str, str]
+    verdict_model: type[pydantic.BaseModel]
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    verdict: pydantic.BaseModel | None  # set on success
+    failure: str | None  # set when the answer is unusable or the call failed for good
+    raw_output: str | None  # the last raw answer text, kept on failure
+    usage: dict[str, int]  # USAGE_FIELDS summed over every call of this judgment, the repair included
+    cost_usd: float
+    calls: int  # requests sent to the provider, failed attempts and the repair included
+
+    def __post_init__(self) -> None:
+        if (self.verdict is None) == (self.failure is None):
+            raise ValueError("a judge outcome has either a verdict or a failure")
+
+
+class JudgeDeferred(Exception):
+    """The provider cannot take this call now (breaker open, rate limit, outage): retry in ``retry_in`` s.
+
+    ``usage`` and ``cost_usd`` are what this attempt already spent (a first answer before the repair
+    call was deferred, say), so the spend can still be recorded.
+    """
+
+    def __init__(
+        self, retry_in: float, reason: str, *, usage: dict[str, int] | None = None, cost_usd: float = 0.0
+    ) -> None:
+        super().__init__(f"{reason}; retry in {retry_in:.1f}s")
+        self.retry_in = retry_in
+        self.reason = reason
+        self.usage = usage or dict.fromkeys(USAGE_FIELDS, 0)
+        self.cost_usd = cost_usd
+
+
+def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
+    """An SDK client that never retries on its own: ``retry.py`` owns retries, so they don't multiply."""
+    return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+def cost_usd(usage: dict[str, int], price: ModelPrice) -> float:
+    return (
+        usage.get("input_tokens", 0) * price.input_per_mtok
+        + usage.get("output_tokens", 0) * price.output_per_mtok
+        + usage.get("cache_read_input_tokens", 0) * price.cache_read_per_mtok
+        + usage.get("cache_creation_input_tokens", 0) * price.cache_write_per_mtok
+    ) / 1_000_000
+
+
+def output_config_for(verdict_model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The structured-output request: the verdict schema made strict the way ``messages.parse`` does it."""
+    return {"format": {"type": "json_schema", "schema": anthropic.transform_schema(verdict_model)}}
+
+
+def run_judge(
+    request: JudgeRequest,
+    *,
+    client: anthropic.Anthropic,
+    breaker: Breaker,
+    governor: Governor,
+    price: ModelPrice,
+    policy: RetryPolicy = RetryPolicy(),
+    sleep: Callable[[float], None] = time.sleep,
+) -> JudgeOutcome:
+    """Judge one item. Raises only ``JudgeDeferred``; every other problem is ``outcome.failure``."""
+    try:
+        prompt = render_prompt(
+            request.prompt_template,
+            request.inputs,
+            request.verdict_model,
+            model=request.model,
+            min_cacheable_tokens=price.min_cacheable_tokens,
+        )
+    except PromptError as exc:
+        return JudgeOutcome(None, f"judge prompt: {exc.message}", None, dict.fromkeys(USAGE_FIELDS, 0), 0.0, 0)
+    return _Judgment(request, prompt, client, breaker, governor, price, policy, sleep).run()
+
+
+class _CallFailed(Exception):
+    """A call that another attempt cannot fix (400, 401, spend limit, ...)."""
+
+
+@dataclass
+class _Judgment:
+    """One judgment in flight: its calls, and the tokens they used."""
+
+    request: JudgeRequest
+    prompt: JudgePrompt
+    client: anthropic.Anthropic
+    breaker: Breaker
+    governor: Governor
+    price: ModelPrice
+    policy: RetryPolicy
+    sleep: Callable[[float], None]
+    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_FIELDS, 0))
+    calls: int = 0
+    last_answer: str | None = None
+    output_config: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.output_config = output_config_for(self.request.verdict_model)
+
+    def run(self) -> JudgeOutcome:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": self.prompt.user}]
+        try:
+            text, verdict, problem = self._read(self._send(messages))
+            if verdict is not None:
+                return self._outcome(verdict=verdict)
+            log.info("judge %s gave an unusable answer (%s); asking once for a repair", self.request.model, problem)
+            messages += _repair_turns(text, problem)
+            text, verdict, problem = self._read(self._send(messages))
+            if verdict is not None:
+                return self._outcome(verdict=verdict)
+            log.warning("judge %s answer still unusable after the repair: %s", self.request.model, problem)
+            return self._outcome(failure=f"unusable answer after one repair attempt: {problem}", raw_output=text)
+        except _CallFailed as exc:
+            log.warning("judge call to %s failed for good: %s", self.request.model, exc)
+            # A repair call that failed keeps the bad first answer for whoever looks at the score.
+            return self._outcome(failure=str(exc), raw_output=self.last_answer)
+
+    def _outcome(
+        self, *, verdict: pydantic.BaseModel | None = None, failure: str | None = None, raw_output: str | None = None
+    ) -> JudgeOutcome:
+        spent = cost_usd(self.usage, self.price)
+        return JudgeOutcome(verdict, failure, raw_output, dict(self.usage), spent, self.calls)
+
+    def _deferred(self, retry_in: float, reason: str) -> JudgeDeferred:
+        return JudgeDeferred(retry_in, reason, usage=dict(self.usage), cost_usd=cost_usd(self.usage, self.price))
+
+    def _send(self, messages: list[dict[str, Any]]) -> Message:
+        tokens = estimate_tokens(self.prompt.system + "".join(m["content"] for m in messages))
+        controller = retrying(self.policy, sleep=self.sleep)
+        try:
+            for attempt in controller:
+                with attempt:
+                    message = self._attempt(messages, tokens)
+        except BreakerOpen as exc:
+            raise self._deferred(exc.retry_in, str(exc)) from exc
+        except anthropic.APIError as exc:
+            if not is_transient(exc):
+                raise _CallFailed(describe_api_error(exc)) from exc
+            # Out of retries (or asked to wait longer than a worker should block): the provider's
+            # trouble, not the item's, so the item is re-queued rather than failed.
+            attempts = controller.statistics.get("attempt_number", 1)
+            retry_in = exception_retry_after(exc) or self.policy.backoff(self.policy.max_retries + 1)
+            raise self._deferred(retry_in, f"{describe_api_error(exc)} (after {attempts} attempt(s))") from exc
+        return message
+
+    def _attempt(self, messages: list[dict[str, Any]], tokens: int) -> Message:
+        model = self.request.model
+        self.breaker.before_call(model)
+        self._wait_for_governor(tokens)
+        self.calls += 1
+        system = self.prompt.system_blocks()
+        try:
+            raw = self.client.messages.with_raw_response.create(
+                model=model,
+                max_tokens=self.request.max_tokens,
+                system=system if system else anthropic.omit,
+                messages=messages,  # type: ignore[arg-type]
+                output_config=self.output_config,  # type: ignore[arg-type]
+                timeout=self.request.timeout_seconds,
+            )
+        except anthropic.APIStatusError as exc:
+            self.governor.observe_headers(model, exc.response.headers)
+            if is_transient(exc):
+                self.breaker.record_failure(model)
+            else:
+                # The provider is up and answering; a 4xx is this request's problem. Counting it as a
+                # success also releases a half-open probe slot instead of leaving it to expire.
+                self.breaker.record_success(model)
+            raise
+        except anthropic.APIConnectionError:
+            self.breaker.record_failure(model)
+            raise
+        self.governor.observe_headers(model, raw.headers)
+        self.breaker.record_success(model)
+        message = raw.parse()
+        for name in USAGE_FIELDS:
+            self.usage[name] += getattr(message.usage, name, None) or 0
+        return message
+
+    def _wait_for_governor(self, tokens: int) -> None:
+        waited = 0.0
+        while (wait := self.governor.acquire(self.request.model, tokens)) > 0:
+            if waited + wait > self.policy.max_inline_wait_seconds:
+                raise self._deferred(wait, f"rate governor: {self.request.model} is at its configured rate limit")
+            self.sleep(wait)
+            waited += wait
+
+    def _read(self, message: Message) -> tuple[str, pydantic.BaseModel | None, str | None]:
+        """The answer's text and either its validated verdict or what is wrong with it."""
+        text = "".join(block.text for block in message.content if block.type == "text")
+        self.last_answer = text
+        if message.stop_reason == "max_tokens":
+            return text, None, f"the answer was cut off at max_tokens={self.request.max_tokens}"
+        if message.stop_reason == "refusal":
+            return text, None, "the model refused to answer"
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return text, None, f"the answer is not JSON ({exc})"
+        try:
+            # Strict: no type coercion, no fields the schema does not name, bounds enforced, never clamped.
+            verdict = self.request.verdict_model.model_validate_json(text, strict=True, extra="forbid")
+        except pydantic.ValidationError as exc:
+            return text, None, f"the answer does not match the verdict schema: {_validation_summary(exc)}"
+        return text, verdict, None
+
+
+def _repair_turns(bad_answer: str, problem: str | None) -> list[dict[str, Any]]:
+    note = (
+        f"Your previous answer could not be used: {problem}. Answer again with only the JSON object the "
+        "schema asks for: every required field, every value within its stated range, no other fields, "
+        "nothing before or after it."
+    )
+    # The API rejects an empty assistant turn; consecutive user turns are merged, so the note alone works.
+    turns = [{"role": "assistant", "content": bad_answer}] if bad_answer.strip() else []
+    return [*turns, {"role": "user", "content": note}]
+
+
+def _validation_summary(exc: pydantic.ValidationError, limit: int = 5) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join(str(p) for p in err["loc"]) or "answer"
+        got = repr(err.get("input"))
+        parts.append(f"{where}: {err['msg']} (got {got[:80]})")
+    if exc.error_count() > limit:
+        parts.append(f"and {exc.error_count() - limit} more")
+    return "; ".join(parts)
+
+
+def describe_api_error(exc: anthropic.APIError) -> str:
+    if isinstance(exc, anthropic.APITimeoutError):
+        return "anthropic request timed out"
+    if isinstance(exc, anthropic.APIConnectionError):
+        return f"anthropic connection error: {exc.message}"
+    if isinstance(exc, anthropic.APIStatusError):
+        kind = f" {exc.type}" if exc.type else ""
+        return f"anthropic {exc.status_code}{kind}: {exc.api_message or exc.message}"
+    return f"anthropic error: {exc.message}"
