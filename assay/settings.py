@@ -28,6 +28,10 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL of the store (Postgres in production, SQLite in embedded mode).",
     )
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker URL.")
+    broker_key_prefix: str = Field(
+        "", description="Prefix for every broker key in Redis, to share one Redis between deployments."
+    )
+    redis_key_prefix: str = Field("assay", description="Prefix of the breaker and governor keys in Redis.")
     redis_url: str = Field(
         "redis://127.0.0.1:6379/1", description="Redis for the shared judge breaker and rate governor."
     )

@@ -30,6 +30,9 @@ TEST_ENV = {
     "ASSAY_DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}",
     "ASSAY_BROKER_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}",
     "ASSAY_REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}",
+    # Per-run key namespaces: two test runs sharing one Redis never consume each other's messages.
+    "ASSAY_BROKER_KEY_PREFIX": f"{TEST_DB}:",
+    "ASSAY_REDIS_KEY_PREFIX": f"{TEST_DB}:judge",
     "ASSAY_API_KEYS": f'["{API_KEY}"]',
     "ASSAY_TRUSTED_PROXIES": '["10.255.255.254/32"]',
     "ASSAY_CONFIG_DIR": str(REPO / "config"),
@@ -62,9 +65,12 @@ def database() -> Iterator[str]:
     get_settings.cache_clear()
     reset_engine()
     migrate()
-    redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_DB).flushdb()
     yield TEST_ENV["ASSAY_DATABASE_URL"]
     reset_engine()
+    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_DB)
+    keys = list(client.scan_iter(match=f"{TEST_DB}:*", count=1000))
+    if keys:
+        client.delete(*keys)
     _admin_exec(f'DROP DATABASE IF EXISTS "{TEST_DB}" WITH (FORCE)')
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,6 +29,8 @@ from assay.scoring.store.models import Batch, Item, Score, SuiteRecord, utcnow
 from assay.scoring.suites import canonical_json
 
 WRITE_CHUNK = 2000
+# A \u0000 escape (an odd run of backslashes before u0000): Postgres text and JSONB cannot store NUL.
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass(frozen=True)
@@ -142,8 +147,9 @@ def _format_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def item_content_hash(payload: dict[str, Any], dataset_hash: str | None = None) -> str:
-    digest = hashlib.sha256(canonical_json(payload).encode())
+def item_content_hash(payload_json: str, dataset_hash: str | None = None) -> str:
+    """SHA-256 of the item's canonical JSON, and of its dataset's content hash when it has one."""
+    digest = hashlib.sha256(payload_json.encode())
     if dataset_hash:
         digest.update(b"\0" + dataset_hash.encode())
     return digest.hexdigest()
@@ -242,6 +248,9 @@ class BatchWriter:
             except NotFound as exc:
                 self._bad(BadLine(line_no, exc.message))
                 continue
+            if _NUL_ESCAPE.search(line.decode("utf-8", "replace")):
+                self._bad(BadLine(line_no, "contains a NUL character (\\u0000), which the store cannot hold"))
+                continue
             self._add(line_no, item, dataset_hash)
 
     def _dataset_hash(self, reference: str | None) -> str | None:
@@ -264,14 +273,16 @@ class BatchWriter:
         payload = item.model_dump(mode="json", exclude_none=True)
         if dataset_hash is not None:
             payload["dataset"] = dataset_hash  # the payload names exactly the content it was scored on
-        item_id = uuid.uuid4()
+        # Encoded once: the canonical text is both what is hashed and what is stored.
+        payload_json = canonical_json(payload)
+        item_id, score_id = _new_ids()
         self._items.append(
             dict(
                 id=item_id,
                 kind=self.kind.name,
                 external_id=payload.get("id"),
-                payload=payload,
-                content_hash=item_content_hash(payload, dataset_hash),
+                payload=JsonText(payload_json),
+                content_hash=item_content_hash(payload_json, dataset_hash),
                 dataset_hash=dataset_hash,
                 origin_batch_id=self.result.batch.id,
                 created_at=now,
@@ -279,7 +290,7 @@ class BatchWriter:
         )
         self._scores.append(
             dict(
-                id=uuid.uuid4(),
+                id=score_id,
                 item_id=item_id,
                 batch_id=self.result.batch.id,
                 position=position,
@@ -295,7 +306,6 @@ class BatchWriter:
             )
         )
         self.result.accepted += 1
-        # Once a strict upload has a bad line it will be rolled back: stop writing, keep validating.
         if len(self._items) >= WRITE_CHUNK:
             self._flush_rows()
 
@@ -337,20 +347,46 @@ class BatchWriter:
         return result
 
 
+class JsonText(str):
+    """A JSON document already encoded (canonical): written as is, never encoded again."""
+
+
+def _new_ids() -> tuple[uuid.UUID, uuid.UUID]:
+    raw = os.urandom(32)
+    return uuid.UUID(bytes=raw[:16], version=4), uuid.UUID(bytes=raw[16:], version=4)
+
+
+# COPY text format: backslash, tab, newline and carriage return are escaped; NULL is \N.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_field(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict | list):
+        value = json.dumps(value)
+    return str(value).translate(_COPY_ESCAPES)
+
+
 def bulk_insert(session: Session, model: type, rows: list[dict[str, Any]]) -> None:
     """COPY on Postgres (several times faster than INSERT for big uploads), executemany elsewhere."""
     if not rows:
         return
     if session.get_bind().dialect.name != "postgresql":
-        session.execute(insert(model), rows)
+        session.execute(insert(model), [{k: json.loads(v) if isinstance(v, JsonText) else v for k, v in r.items()} for r in rows])
         return
     table = model.__table__  # type: ignore[attr-defined]
     columns = list(rows[0])
-    json_columns = {c.name for c in table.columns if c.type.__class__.__name__ in ("JSON", "JSONB") or "JSON" in repr(c.type)}
     driver_conn = session.connection().connection.driver_connection
     with driver_conn.cursor() as cur:
         with cur.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(
-                    [json.dumps(row[c]) if c in json_columns and row[c] is not None else row[c] for c in columns]
+            for start in range(0, len(rows), 500):
+                copy.write(
+                    "".join(
+                        "\t".join(_copy_field(row[c]) for c in columns) + "\n" for row in rows[start : start + 500]
+                    )
                 )

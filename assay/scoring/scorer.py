@@ -118,7 +118,6 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
         JudgeRequest(
             model=judge.model,
             max_tokens=judge.max_tokens,
-            temperature=judge.temperature,
             timeout_seconds=work.judge_timeout,
             prompt_template=judge.prompt,
             inputs=work.kind.judge_inputs(work.item),

@@ -1,7 +1,8 @@
 """Suites: YAML files in ``config/suites/`` resolved into hashed *criteria*.
 
 Criteria are what decides a score: prompt text, verdict schema, weights, metric arguments and
-versions, judge model, temperature, max tokens, threshold. Operational settings (enabled flags,
+versions, judge model, max tokens, threshold. (The installed anthropic SDK speaks an API version with
+no sampling parameters, so there is no temperature to configure or hash; see README.) Operational settings (enabled flags,
 timeouts, concurrency, keys, URLs) live beside them in the file but stay out of the hash.
 """
 
@@ -53,7 +54,6 @@ class JudgeCriteria(_Strict):
     provider: Literal["anthropic"] = "anthropic"
     model: str
     max_tokens: int = Field(..., gt=0, le=64_000)
-    temperature: float = Field(..., ge=0, le=1)
     prompt: str = Field(..., min_length=1)
     verdict: str
     verdict_schema: dict[str, Any]
@@ -191,7 +191,6 @@ class _JudgeFile(_Strict):
     provider: str = "anthropic"
     model: str = ""
     max_tokens: int
-    temperature: float
     verdict: str
     prompt: str | None = None
     prompt_file: str | None = None
@@ -201,6 +200,17 @@ class _JudgeFile(_Strict):
     @classmethod
     def _none_is_empty(cls, v: Any) -> Any:
         return "" if v is None else v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sampling(cls, data: Any) -> Any:
+        sampling = sorted({"temperature", "top_p", "top_k"} & set(data)) if isinstance(data, dict) else []
+        if sampling:
+            raise ValueError(
+                f"{', '.join(sampling)}: the Anthropic API version of the installed SDK (2026-10-21) takes no "
+                "sampling parameters and rejects them; remove the key"
+            )
+        return data
 
 
 class _SuiteFile(_Strict):
@@ -276,7 +286,6 @@ def _resolve_judge(spec: _JudgeFile, config_dir: Path, source: str) -> JudgeCrit
         provider=spec.provider,  # type: ignore[arg-type]
         model=model,
         max_tokens=spec.max_tokens,
-        temperature=spec.temperature,
         prompt=prompt,
         verdict=spec.verdict,
         verdict_schema=verdict.model_json_schema(),

@@ -41,7 +41,10 @@ def make_celery() -> Celery:
         worker_prefetch_multiplier=1,
         # One visibility timeout, used by the broker and by the result-less redelivery of unacked tasks;
         # longer than any lease and any countdown, so a slow task is not delivered twice.
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_seconds},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_seconds,
+            **({"global_keyprefix": settings.broker_key_prefix} if settings.broker_key_prefix else {}),
+        },
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         # Flower reads these events.

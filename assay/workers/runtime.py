@@ -47,8 +47,8 @@ def _build() -> JudgeRuntime:
         import redis
 
         conn = redis.Redis.from_url(settings.redis_url)
-        breaker = RedisBreaker(conn, "assay:breaker", **breaker_opts)
-        governor = RedisGovernor(conn, "assay:governor", limits)
+        breaker = RedisBreaker(conn, settings.redis_key_prefix, **breaker_opts)
+        governor = RedisGovernor(conn, settings.redis_key_prefix, limits)
     else:
         breaker = InProcessBreaker(**breaker_opts)
         governor = InProcessGovernor(limits)

@@ -230,3 +230,23 @@ def test_openapi_documents_every_endpoint(api_client):
         "/readyz",
     ]:
         assert path in paths, path
+
+
+def test_nul_characters_and_unicode_edges(api_client):
+    nul = b'{"prompt": "a\\u0000b", "generated_kql": "T", "expected_kql": "T"}\n'
+    escaped_backslash = b'{"prompt": "a\\\\u0000b", "generated_kql": "T", "expected_kql": "T"}\n'
+    r = api_client.post("/api/v1/batches?suite=kql", content=nul + escaped_backslash)
+    assert r.status_code == 422
+    assert [b["line"] for b in r.json()["details"]["bad_lines"]] == [1]
+    assert "NUL" in r.json()["details"]["bad_lines"][0]["reason"]
+    edgy = {**GOOD, "prompt": "émoji 🧪, RTL \u202e, surrogate-free \U0001f600, tab\t, newline\n, backslash \\"}
+    r = api_client.post("/api/v1/batches?suite=kql", content=jsonl(edgy, GOOD))
+    assert r.status_code == 202, r.text
+    batch = r.json()["batch_id"]
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import Item
+
+    with transaction() as s:
+        prompts = {i.payload["prompt"] for i in s.query(Item).all()}
+    assert edgy["prompt"] in prompts  # stored byte-for-byte through COPY's escaping
+    assert batch

@@ -21,7 +21,6 @@ components:
 judge:
   model: ${T_MODEL:-claude-haiku-5-5}
   max_tokens: 512
-  temperature: 0
   verdict: kql_grade
   prompt: "Grade {{GENERATED_KQL}} against {{EXPECTED_KQL}} for {{PROMPT}}."
   timeout_seconds: 30
@@ -50,7 +49,6 @@ judge:
   timeout_seconds: 30
   prompt: "Grade {{GENERATED_KQL}} against {{EXPECTED_KQL}} for {{PROMPT}}."
   verdict: kql_grade
-  temperature: 0.0
   max_tokens: 512
   model: claude-haiku-5-5
 components:
@@ -83,7 +81,6 @@ def test_operational_settings_do_not_change_the_hash(operational_change):
         ("Grade {{GENERATED_KQL}}", "Strictly grade {{GENERATED_KQL}}"),  # the prompt
         ("weight: 0.5, metric", "weight: 0.4, metric"),  # a weight (the judge's is moved to keep the sum 1)
         ("${T_MODEL:-claude-haiku-5-5}", "claude-sonnet-5-5"),  # the model
-        ("temperature: 0", "temperature: 0.2"),
         ("max_tokens: 512", "max_tokens: 1024"),
         ("threshold: 0.9", "threshold: 0.8"),
     ],
@@ -164,3 +161,9 @@ def test_shipped_suites_load_and_unknown_suite_is_not_found():
         assert len(load_suite(REPO_CONFIG, name, env={}).criteria_hash) == 64
     with pytest.raises(NotFound, match="kql"):
         load_suite(REPO_CONFIG, "nope", env={})
+
+
+@pytest.mark.parametrize("key", ["temperature: 0", "top_p: 0.9"])
+def test_sampling_parameters_are_refused_with_the_reason(key):
+    with pytest.raises(CriteriaError, match="no sampling parameters"):
+        parse(BASE.replace("  max_tokens: 512", f"  max_tokens: 512\n  {key}"))

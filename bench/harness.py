@@ -1,0 +1,224 @@
+"""Shared pieces of the benchmarks: a scratch database, the API, workers and the fake judge as
+subprocesses on loopback, and process measurements read from /proc. Benchmarks print figures; they
+assert nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psycopg
+
+REPO = Path(__file__).resolve().parent.parent
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def scratch_environment(redis_db: int = 10) -> Iterator[dict[str, str]]:
+    """A fresh Postgres database (migrated) and a private key namespace on the local Redis."""
+    name = f"assay_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "ANTHROPIC_"))},
+        "ASSAY_DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}",
+        "ASSAY_BROKER_URL": f"redis://127.0.0.1:6379/{redis_db}",
+        "ASSAY_REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}",
+        "ASSAY_BROKER_KEY_PREFIX": f"{name}:",
+        "ASSAY_REDIS_KEY_PREFIX": f"{name}:judge",
+        "ASSAY_API_KEYS": '["bench-key"]',
+        "ASSAY_CONFIG_DIR": str(REPO / "config"),
+        "PYTHONPATH": str(REPO),
+    }
+    subprocess.run([sys.executable, "-m", "assay.cli", "migrate"], env=env, check=True, capture_output=True)
+    try:
+        yield env
+    finally:
+        import redis
+
+        client = redis.Redis(db=redis_db)
+        keys = list(client.scan_iter(match=f"{name}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], log: str) -> None:
+        self.log = Path(f"/tmp/assay-bench-{log}-{os.getpid()}.log")
+        self.popen = subprocess.Popen(
+            args, env=env, cwd=REPO, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def start_api(env: dict[str, str]) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc([sys.executable, "-m", "assay.cli", "api", "--port", str(port)], env, "api")
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/healthz")
+    return proc, url
+
+
+def start_fake(latency: float) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc(
+        [sys.executable, "-m", "tests.fakes.anthropic_server", "--port", str(port), "--latency", str(latency)],
+        dict(os.environ, PYTHONPATH=str(REPO)),
+        "fake",
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/_fake/calls")
+    return proc, url
+
+
+def start_worker(env: dict[str, str], queues: str, pool: str, concurrency: int, name: str) -> Proc:
+    proc = Proc(
+        [
+            sys.executable, "-m", "celery", "-A", "assay.workers.app", "worker", "-Q", queues, "-P", pool,
+            "-c", str(concurrency), "-l", "WARNING", "--without-mingle", "--without-gossip", "-n", f"{name}@%h",
+        ],
+        env,
+        name,
+    )
+    time.sleep(0.5)
+    return proc
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        todo.extend(_children(p))
+    return pids
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its live descendants."""
+    total = 0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set (VmHWM) summed over a process and its descendants, in MiB."""
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def redis_memory_mb(db: int = 10) -> float:
+    import redis
+
+    return redis.Redis(db=db).info("memory")["used_memory"] / 1024**2
+
+
+def database_size_mb(env: dict[str, str]) -> float:
+    url = env["ASSAY_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 1024**2
+
+
+def write_items(path: Path, n: int) -> Path:
+    """N distinct KQL items made from the shipped examples (distinct prompts: distinct judge calls)."""
+    examples = [json.loads(line) for line in (REPO / "examples" / "kql_items.jsonl").read_text().splitlines()]
+    with path.open("w") as handle:
+        for i in range(n):
+            item = dict(examples[i % len(examples)])
+            item["id"] = f"bench-{i}"
+            item["prompt"] = f"{item['prompt']} (#{i})"
+            handle.write(json.dumps(item) + "\n")
+    return path
+
+
+def upload(url: str, path: Path, suite: str = "kql") -> tuple[str, float]:
+    started = time.perf_counter()
+    with path.open("rb") as handle:
+        response = httpx.post(
+            f"{url}/api/v1/batches",
+            params={"suite": suite},
+            content=handle,
+            headers={"Authorization": "Bearer bench-key", "Content-Type": "application/x-ndjson"},
+            timeout=httpx.Timeout(30, read=1800),
+        )
+    response.raise_for_status()
+    return response.json()["batch_id"], time.perf_counter() - started
+
+
+def wait_batch(url: str, batch_id: str, timeout: float = 7200) -> tuple[dict, float]:
+    started = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=url, headers={"Authorization": "Bearer bench-key"}, timeout=60) as client:
+        while time.monotonic() < deadline:
+            view = client.get(f"/api/v1/batches/{batch_id}").json()
+            if view["status"] not in ("planning", "running"):
+                return view, time.perf_counter() - started
+            time.sleep(0.5)
+    raise RuntimeError(f"batch {batch_id} did not finish in {timeout}s")

@@ -1,0 +1,59 @@
+"""N items through the distributed pipeline (API → Redis → workers → Postgres) with the fake judge.
+
+Prints items/s and worker CPU per item. Uses the local PostgreSQL and Redis (a scratch database and a
+private key namespace, removed afterwards).
+
+    .venv/bin/python -m bench.throughput --items 2000 --latency 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from bench import harness
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=2000)
+    parser.add_argument("--latency", type=float, default=0.0, help="fake judge latency in seconds")
+    parser.add_argument("--judge-concurrency", type=int, default=16)
+    parser.add_argument("--metrics-concurrency", type=int, default=2)
+    args = parser.parse_args()
+
+    with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
+        fake, fake_url = harness.start_fake(args.latency)
+        env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url}
+        api, url = harness.start_api(env)
+        workers = [
+            harness.start_worker(env, "metrics,control", "prefork", args.metrics_concurrency, "metrics"),
+            harness.start_worker(env, "judge", "threads", args.judge_concurrency, "judge"),
+        ]
+        try:
+            time.sleep(3)  # let the workers finish importing before the clock starts
+            items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
+            cpu_before = {w.pid: harness.cpu_seconds(w.pid) for w in workers}
+            batch_id, upload_s = harness.upload(url, items)
+            view, run_s = harness.wait_batch(url, batch_id)
+            cpu = {w.pid: harness.cpu_seconds(w.pid) - cpu_before[w.pid] for w in workers}
+            total_s = upload_s + run_s
+            p = view["progress"]
+            print(f"items                 {args.items}")
+            print(f"fake judge latency    {args.latency * 1000:.0f} ms, judge threads {args.judge_concurrency}")
+            print(f"upload                {upload_s:.2f} s")
+            print(f"upload → all scored   {total_s:.2f} s  ({args.items / total_s:.1f} items/s)")
+            print(f"completed / errored   {p['completed']} / {p['errored']}")
+            print(f"CPU metrics worker    {cpu[workers[0].pid]:.1f} s ({1000 * cpu[workers[0].pid] / args.items:.2f} ms/item)")
+            print(f"CPU judge worker      {cpu[workers[1].pid]:.1f} s ({1000 * cpu[workers[1].pid] / args.items:.2f} ms/item)")
+            print(f"peak RSS api/metrics/judge  {harness.peak_rss_mb(api.pid):.0f} / "
+                  f"{harness.peak_rss_mb(workers[0].pid):.0f} / {harness.peak_rss_mb(workers[1].pid):.0f} MiB")
+        finally:
+            for proc in [*workers, api, fake]:
+                proc.stop()
+
+
+if __name__ == "__main__":
+    main()
