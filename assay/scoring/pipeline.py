@@ -187,14 +187,35 @@ def _seconds_until(moment: datetime | None, now: datetime) -> float:
     return (moment - now).total_seconds()
 
 
+def _spend(session: Session, ref: ComponentRef, usage: dict[str, int] | None, cost: float | None) -> dict[str, Any]:
+    """The component's spend so far plus this run's: calls paid before a deferral are never lost."""
+    prior = session.execute(
+        select(ScoreComponent.usage, ScoreComponent.cost_usd).where(
+            ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
+        )
+    ).first()
+    prior_usage, prior_cost = (prior.usage, prior.cost_usd) if prior is not None else (None, 0.0)
+    merged = _sum_usage([prior_usage, usage])
+    return {"usage": merged or None, "cost_usd": (prior_cost or 0.0) + (cost or 0.0)}
+
+
 def defer(
-    session: Session, ref: ComponentRef, owner: str, retry_in: float, reason: str, *, spend_attempt: bool = False
+    session: Session,
+    ref: ComponentRef,
+    owner: str,
+    retry_in: float,
+    reason: str,
+    *,
+    spend_attempt: bool = False,
+    usage: dict[str, int] | None = None,
+    cost_usd: float = 0.0,
 ) -> None:
     """Give the component back until ``retry_in`` from now.
 
     A deferral on purpose (breaker open, rate limit) does not spend an attempt; an unexpected error
     does, so a component that keeps crashing ends as failed once its attempts are used up.
     """
+    spend = _spend(session, ref, usage, cost_usd)
     session.execute(
         update(ScoreComponent)
         .where(
@@ -210,6 +231,7 @@ def defer(
             lease_expires_at=None,
             attempts=ScoreComponent.attempts - (0 if spend_attempt else 1),
             reason=reason,
+            **spend,
         )
     )
 
@@ -220,6 +242,7 @@ def defer(
 def land(session: Session, ref: ComponentRef, result: ComponentResult, *, timed_out: bool = False) -> bool:
     """Record a component's result once. Returns False when it had landed already (a duplicate run)."""
     now = utcnow()
+    spend = _spend(session, ref, result.usage, result.cost_usd)
     weight = session.scalar(
         update(ScoreComponent)
         .where(
@@ -233,9 +256,8 @@ def land(session: Session, ref: ComponentRef, result: ComponentResult, *, timed_
             weighted_score=(result.score * ScoreComponent.weight) if result.score is not None else None,
             details=result.details or None,
             reason=result.reason,
-            usage=result.usage,
-            cost_usd=result.cost_usd or 0.0,
             landed_at=now,
+            **spend,
             lease_owner=None,
             lease_expires_at=None,
             run_after=None,
@@ -297,6 +319,12 @@ def finalize_score(session: Session, score_id: uuid.UUID) -> None:
         score.error_message = "; ".join(blockers) or None
     if score.batch_id is not None:
         _bump_batch(session, score.batch_id)
+
+
+def cache_read_ratio(usage: dict[str, int]) -> float | None:
+    """Share of prompt tokens served from the prompt cache."""
+    prompt = sum(usage.get(k, 0) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    return round(usage.get("cache_read_input_tokens", 0) / prompt, 6) if prompt else None
 
 
 def _sum_usage(usages: Any) -> dict[str, int]:
@@ -376,11 +404,16 @@ def batch_summary(session: Session, batch_id: uuid.UUID) -> dict[str, Any]:
     total_stats = session.execute(
         select(func.avg(Score.total), func.sum(Score.cost_usd)).where(Score.batch_id == batch_id)
     ).one()
+    usage = _sum_usage(
+        u for (u,) in session.execute(select(Score.usage).where(Score.batch_id == batch_id, Score.usage.is_not(None)))
+    )
     return {
         "counts": counts,
         "pass_rate": round(counts["passed"] / scored, 6) if scored else None,
         "mean_total": round(float(total_stats[0]), 6) if total_stats[0] is not None else None,
         "cost_usd": float(total_stats[1] or 0.0),
+        "usage": usage,
+        "cache_read_ratio": cache_read_ratio(usage),
         "components": components,
         "errors_by_kind": dict(errors),
     }

@@ -27,33 +27,23 @@ def judge_runtime() -> JudgeRuntime:
 
 
 def _build() -> JudgeRuntime:
-    from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
-    from assay.scoring.judge.governor import InProcessGovernor, RateLimits, RedisGovernor
-    from assay.scoring.judge.retry import RetryPolicy
-    from assay.scoring.judge.service import make_client
-
     settings = get_settings()
     catalog = load_model_catalog(settings.config_dir)
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     if not key:
         # No key: the judge component is skipped (the score is partial), so no client is needed.
         return JudgeRuntime(client=None, breaker=None, governor=None, catalog=catalog)
-    client = make_client(key, settings.anthropic_base_url, timeout=120.0)
-    limits = {
-        name: RateLimits(model.requests_per_minute, model.input_tokens_per_minute) for name, model in catalog.models.items()
-    }
-    breaker_opts = dict(threshold=settings.breaker_threshold, cooldown_seconds=settings.breaker_cooldown_seconds)
-    if settings.redis_url:
-        import redis
+    from assay.scoring.judge.retry import RetryPolicy
+    from assay.scoring.judge.service import make_client
+    from assay.scoring.judge.wiring import build_breaker, build_governor
 
-        conn = redis.Redis.from_url(settings.redis_url)
-        breaker = RedisBreaker(conn, settings.redis_key_prefix, **breaker_opts)
-        governor = RedisGovernor(conn, settings.redis_key_prefix, limits)
-    else:
-        breaker = InProcessBreaker(**breaker_opts)
-        governor = InProcessGovernor(limits)
-    policy = RetryPolicy(backoff_base_seconds=settings.judge_backoff_base_seconds)
-    return JudgeRuntime(client=client, breaker=breaker, governor=governor, catalog=catalog, policy=policy)
+    return JudgeRuntime(
+        client=make_client(key, settings.anthropic_base_url, timeout=120.0),
+        breaker=build_breaker(settings),
+        governor=build_governor(settings, catalog),
+        catalog=catalog,
+        policy=RetryPolicy(backoff_base_seconds=settings.judge_backoff_base_seconds),
+    )
 
 
 @worker_process_init.connect

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -98,9 +99,10 @@ def _run_component(task_self, score_id: str, component: str, queue: Queue) -> No
     try:
         result = compute(work, judge_runtime() if queue == Queue.JUDGE else None)
     except JudgeDeferred as deferred:
-        _defer(ref, owner, deferred.retry_in, deferred.reason)
-        enqueuer.enqueue([ref], countdown=deferred.retry_in)
-        return
+        _defer(ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd)
+        # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
+        # deferral spends none of the component's attempts, so an outage of any length is waited out.
+        raise task_self.retry(countdown=deferred.retry_in, max_retries=None, exc=deferred)
     except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
         log.exception("component %s of score %s raised", component, score_id)
         backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
@@ -117,9 +119,9 @@ def _land(ref: ComponentRef, result: ComponentResult) -> None:
 
 
 @_store_retry
-def _defer(ref: ComponentRef, owner: str, retry_in: float, reason: str, spend_attempt: bool = False) -> None:
+def _defer(ref: ComponentRef, owner: str, retry_in: float, reason: str, **options: Any) -> None:
     with transaction() as session:
-        pipeline.defer(session, ref, owner, retry_in, reason, spend_attempt=spend_attempt)
+        pipeline.defer(session, ref, owner, retry_in, reason, **options)
 
 
 @task("scoring.metric_component", Queue.METRICS, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)

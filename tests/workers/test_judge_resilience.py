@@ -1,0 +1,110 @@
+"""The judge under provider trouble, through live workers: a 529 storm and a rate-limited fleet."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+import uuid
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, TEST_DB, wait_for
+from tests.fakes.anthropic_server import FakeAnthropic
+
+EXAMPLES = REPO / "examples" / "kql_items.jsonl"
+
+
+def unique_items(n: int) -> bytes:
+    base = [json.loads(line) for line in EXAMPLES.read_text().splitlines()]
+    lines = []
+    for i in range(n):
+        item = dict(base[i % len(base)], prompt=f"{base[i % len(base)]['prompt']} #{i}")
+        lines.append(json.dumps(item))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture
+def fake_judge():
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+def judge_env(fake, **extra: str) -> dict[str, str]:
+    return {
+        # A fresh breaker and rate window per test: another test's calls must not count here.
+        "ASSAY_REDIS_KEY_PREFIX": f"{TEST_DB}:{uuid.uuid4().hex[:8]}",
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ASSAY_JUDGE_BACKOFF_BASE_SECONDS": "0.01",
+        **extra,
+    }
+
+
+def test_529_storm_opens_the_breaker_defers_and_recovers(api_client, live_worker_factory, fake_judge, monkeypatch):
+    from assay.settings import get_settings
+
+    cooldown = 2.0
+    storm = 15
+    env = judge_env(fake_judge, ASSAY_BREAKER_COOLDOWN_SECONDS=str(cooldown))
+    monkeypatch.setattr(get_settings(), "redis_key_prefix", env["ASSAY_REDIS_KEY_PREFIX"])
+    monkeypatch.setattr(get_settings(), "breaker_cooldown_seconds", cooldown)
+    live_worker_factory(env, concurrency=4)
+    fake_judge.script({"kind": "overloaded", "times": storm})
+    r = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(12))
+    batch_id = r.json()["batch_id"]
+
+    def breaker_open():
+        rows = api_client.get("/api/v1/judge/status").json()["breakers"]
+        return next((row for row in rows if row["state"] in ("open", "half_open")), None)
+
+    opened = wait_for(breaker_open, timeout=60, interval=0.05, message="the breaker to open")
+    assert opened["model"] == "claude-haiku-5-5" and opened["next_probe_at"] is not None
+
+    def finished():
+        view = api_client.get(f"/api/v1/batches/{batch_id}").json()
+        return view if view["status"] == "completed" else None
+
+    view = wait_for(finished, timeout=120, message="the batch to finish after the outage")
+    assert view["progress"]["completed"] == 12 and view["progress"]["errored"] == 0
+
+    calls = fake_judge.calls()
+    # Every item judged exactly once; besides that only the scripted failures were sent.
+    assert len(calls["answered"]) == 12 and set(calls["answered"].values()) == {1}
+    assert calls["total"] == storm + 12
+    # While open, only probes go out: one per cool-down (calls in flight when it opened may land).
+    ordered = sorted(calls["calls"], key=lambda c: c["at"])
+    failures = [c for c in ordered if c["status"] != 200]
+    first_ok = next(c["at"] for c in ordered if c["status"] == 200)
+    opened_at = failures[4]["at"]  # the fifth consecutive failure opens it
+    during = [c for c in ordered if opened_at + 1.0 < c["at"] < first_ok]
+    assert len(during) <= math.ceil((first_ok - opened_at) / cooldown) + 1
+    for earlier, later in zip(during, during[1:]):
+        assert later["at"] - earlier["at"] >= cooldown * 0.8
+    assert api_client.get("/api/v1/judge/status").json()["breakers"][0]["state"] == "closed"
+
+
+def test_governor_holds_a_fleet_of_two_workers_under_requests_per_minute(
+    api_client, live_worker_factory, fake_judge, tmp_path
+):
+    rpm = 6
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    models = yaml.safe_load((config / "models.yaml").read_text())
+    models["models"]["claude-haiku-5-5"]["requests_per_minute"] = rpm
+    (config / "models.yaml").write_text(yaml.safe_dump(models))
+    env = judge_env(fake_judge, ASSAY_CONFIG_DIR=str(config))
+    live_worker_factory(env, concurrency=4)
+    live_worker_factory(env, concurrency=4)
+    r = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(20))
+    batch_id = r.json()["batch_id"]
+    wait_for(lambda: fake_judge.calls()["total"] >= rpm, timeout=30, message="the first minute's calls")
+    time.sleep(8)  # both workers keep trying; the shared window must hold them
+    calls = fake_judge.calls()["total"]
+    view = api_client.get(f"/api/v1/batches/{batch_id}").json()
+    assert calls == rpm, f"{calls} calls within a minute with a limit of {rpm}"
+    assert view["progress"]["errored"] == 0  # waiting for the window is a deferral, not a failure
+    assert view["progress"]["completed"] == rpm
+    api_client.post(f"/api/v1/batches/{batch_id}/cancel")
