@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import redis
 import pydantic
 from anthropic.types import Message
 
@@ -113,6 +114,19 @@ def run_judge(
     return _Judgment(request, prompt, client, breaker, governor, price, policy, sleep).run()
 
 
+# How soon a judgment deferred for an unreachable breaker/governor store is tried again.
+COORDINATION_RETRY_SECONDS = 5.0
+
+
+def _bookkeep(record: Callable[..., None], *args: Any) -> None:
+    """Breaker and governor bookkeeping after a call is best-effort: an answer already paid for must
+    never be thrown away because Redis blinked while we were noting it."""
+    try:
+        record(*args)
+    except redis.RedisError as exc:
+        log.warning("could not record %s for the judge's breaker/governor: %s", record.__name__, exc)
+
+
 class _CallFailed(Exception):
     """A call that another attempt cannot fix (400, 401, spend limit, ...)."""
 
@@ -173,6 +187,9 @@ class _Judgment:
                     message = self._attempt(messages, tokens)
         except BreakerOpen as exc:
             raise self._deferred(exc.retry_in, str(exc)) from exc
+        except redis.RedisError as exc:
+            # No permission from the breaker and governor, no call: wait for their store to come back.
+            raise self._deferred(COORDINATION_RETRY_SECONDS, f"breaker/governor store unavailable: {exc}") from exc
         except anthropic.APIError as exc:
             if not is_transient(exc):
                 raise _CallFailed(describe_api_error(exc)) from exc
@@ -199,19 +216,19 @@ class _Judgment:
                 timeout=self.request.timeout_seconds,
             )
         except anthropic.APIStatusError as exc:
-            self.governor.observe_headers(model, exc.response.headers)
+            _bookkeep(self.governor.observe_headers, model, exc.response.headers)
             if is_transient(exc):
-                self.breaker.record_failure(model)
+                _bookkeep(self.breaker.record_failure, model)
             else:
                 # The provider is up and answering; a 4xx is this request's problem. Counting it as a
                 # success also releases a half-open probe slot instead of leaving it to expire.
-                self.breaker.record_success(model)
+                _bookkeep(self.breaker.record_success, model)
             raise
         except anthropic.APIConnectionError:
-            self.breaker.record_failure(model)
+            _bookkeep(self.breaker.record_failure, model)
             raise
-        self.governor.observe_headers(model, raw.headers)
-        self.breaker.record_success(model)
+        _bookkeep(self.governor.observe_headers, model, raw.headers)
+        _bookkeep(self.breaker.record_success, model)
         message = raw.parse()
         for name in USAGE_FIELDS:
             self.usage[name] += getattr(message.usage, name, None) or 0

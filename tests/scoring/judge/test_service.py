@@ -312,3 +312,38 @@ def test_529_storm_opens_the_breaker_then_every_item_completes_once(
     report = fake.calls()
     assert report["total"] == len(requests)
     assert report["answered"] == {item_key(r): 1 for r in requests}
+
+
+class _FlakyStore(InProcessBreaker):
+    """A breaker whose store fails at a chosen step, as a Redis outage would make it."""
+
+    def __init__(self, fail_on: str) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+
+    def before_call(self, model: str) -> None:
+        if self.fail_on == "before_call":
+            import redis
+
+            raise redis.ConnectionError("Connection refused")
+        super().before_call(model)
+
+    def record_success(self, model: str) -> None:
+        if self.fail_on == "record_success":
+            import redis
+
+            raise redis.ConnectionError("Connection reset by peer")
+        super().record_success(model)
+
+
+def test_a_paid_answer_survives_a_store_outage_while_it_is_recorded(judge, fake):
+    outcome = judge(request_for("paid"), breaker=_FlakyStore("record_success"))
+    assert isinstance(outcome.verdict, KqlGrade) and outcome.calls == 1
+    assert fake.calls()["total"] == 1
+
+
+def test_no_call_without_the_breaker_store_the_judgment_is_deferred(judge, fake):
+    with pytest.raises(JudgeDeferred) as deferred:
+        judge(request_for("unsent"), breaker=_FlakyStore("before_call"))
+    assert "store unavailable" in deferred.value.reason and deferred.value.retry_in > 0
+    assert fake.calls()["total"] == 0
