@@ -22,6 +22,8 @@ def api_schema(clean_db, monkeypatch):
 
     # The planner hand-off is not under test here; generated uploads must not reach a worker.
     monkeypatch.setattr("assay.api.routes.batches.start_planner", lambda batch_id: None)
+    monkeypatch.setattr("assay.api.routes.score_query.publish_components", lambda refs: None)
+    monkeypatch.setattr("assay.api.routes.score_query.MAX_WAIT_SECONDS", 0.0)
     return schemathesis.openapi.from_asgi("/openapi.json", create_app())
 
 

@@ -103,9 +103,18 @@ def test_results_filters_and_exports(api_client, judged_worker):
     assert jsonl.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in jsonl.text.splitlines()]
     assert [line["position"] for line in lines] == [1, 2, 3, 4]
+    assert lines[0]["report"]["Score Status"] in ("PASS", "FAIL")
+    import csv
+    import io
+
     csv_text = api_client.get(f"/api/v1/batches/{batch_id}/results", params={"format": "csv"}).text
-    header, *rows = csv_text.strip().splitlines()
-    assert "total_score" in header and "llm_grading_score" in header and len(rows) == 4
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert len(rows) == 4
+    design_columns = ["Total Score", "Score Status", "Schema Match Score", "Semantic Similarity Score",
+                      "Results Match Score", "LLM Grading Score", "LLM Reasoning"]
+    assert list(rows[0])[:7] == design_columns
+    assert {r["Score Status"] for r in rows} <= {"PASS", "FAIL"}
+    assert rows[0]["Prompt"] == "Count traces by level in the last hour"
     item = api_client.get(f"/api/v1/items/{everything[0]['item_id']}").json()
     assert item["external_id"] == "perfect-match" and len(item["scores"]) == 1
     assert item["scores"][0]["is_current_criteria"] is True

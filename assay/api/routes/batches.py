@@ -20,7 +20,7 @@ from assay.scoring import batches as svc
 from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import PayloadTooLarge
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
-from assay.scoring.kinds import get_kind
+from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.views import batch_view, flat_row, score_view
 from assay.settings import get_settings
@@ -209,24 +209,31 @@ def results(
                 results=[score_view(s, threshold=criteria.threshold) for s in page.rows],
             )
     return StreamingResponse(
-        _export(batch_id, status, format, list(criteria.components), criteria.threshold),
+        _export(batch_id, status, format, list(criteria.components), criteria.threshold, get_kind(criteria.kind)),
         media_type="application/x-ndjson" if format == "jsonl" else "text/csv",
         headers={"Content-Disposition": f'attachment; filename="batch-{batch_id}.{format}"'},
     )
 
 
-def _export(batch_id: uuid.UUID, status: str, fmt: str, components: list[str], threshold: float) -> Iterator[str]:
+def _export(
+    batch_id: uuid.UUID, status: str, fmt: str, components: list[str], threshold: float, kind: Kind
+) -> Iterator[str]:
+    """Every result, streamed: JSONL (full views, plus the kind's report columns) or CSV (the kind's
+    report columns when it names them, else one column per component)."""
     session = new_session()
     try:
         rows = svc.iter_results(session, batch_id, status=status)
         if fmt == "jsonl":
             for score in rows:
-                yield json.dumps(score_view(score, threshold=threshold)) + "\n"
+                view = score_view(score, threshold=threshold)
+                if kind.report_row is not None:
+                    view["report"] = kind.report_row(score)
+                yield json.dumps(view) + "\n"
             return
         writer_buf = io.StringIO()
         writer: csv.DictWriter[str] | None = None
         for score in rows:
-            row = flat_row(score, components)
+            row = kind.report_row(score) if kind.report_row is not None else flat_row(score, components)
             if writer is None:
                 writer = csv.DictWriter(writer_buf, fieldnames=list(row))
                 writer.writeheader()

@@ -22,6 +22,8 @@ class Kind:
     verdict_score: Callable[[BaseModel], tuple[float, dict[str, Any]]]
     # Whether a failed (not merely low-scoring) item fails the pass rule, e.g. a KQL query that did not run.
     pass_blockers: Callable[[BaseModel], list[str]] = lambda item: []
+    # The kind's report columns for one stored score (exports and reports); None: the generic columns.
+    report_row: Callable[[Any], dict[str, Any]] | None = None
 
 
 _KIND_MODULES = {"kql": "assay.scoring.kinds.kql"}

@@ -3,17 +3,37 @@
 Deterministic metrics: ``kql.schema_match`` (columns), ``kql.semantic_similarity`` (parsed query
 structure, formula in :mod:`assay.scoring.kql.similarity`) and ``kql.results_match`` (returned rows,
 formula in :mod:`assay.scoring.kql.results`). The LLM grade is the judge component.
+
+What the queries returned comes from one of two places:
+
+- the item itself (``generated_columns`` / ``generated_results`` / ``generated_error`` and their
+  expected twins), as design 000's ``POST /api/score-query`` receives them;
+- a registered ``dataset``: both queries are run offline (:mod:`assay.scoring.kql.offline`) with
+  ``now()`` pinned to the item's ``now``, else the score's creation time. What they return there
+  is what is compared (results the item also supplies are then only a fallback). Then:
+
+  - an error in the *expected* query (it does not parse, names an unknown table or column) fails
+    schema match and results match, with the reason: the item is wrong, not the generation;
+  - an error in the *generated* query is "did not execute": both score 0 with the error in their
+    details, and the item cannot pass (:func:`_pass_blockers`);
+  - a gap in the offline engine (``KqlUnsupported``) in either query says nothing about the query:
+    the components fall back to results supplied in the item, else are ``skipped`` with the reason;
+  - an error the item reports itself (``generated_error`` / ``expected_error``) is the real engine's
+    word and is taken as given: nothing runs offline.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds import Kind
-from assay.scoring.kql import KqlParseError, parse_query
+from assay.scoring.kql.report import kql_report_row
+from assay.scoring.kql import KqlParseError, offline, parse_query
 from assay.scoring.kql.results import ResultsMode, compare_rows
 from assay.scoring.kql.similarity import SimilarityWeights, compare_structures
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, metric
@@ -36,6 +56,18 @@ class KqlItem(BaseModel):
     expected_results: list[Row] | None = None
     generated_error: str | None = Field(None, description="Set when the generated query failed to execute.")
     expected_error: str | None = Field(None, description="Set when the expected query failed to execute.")
+    dataset: str | None = Field(
+        None,
+        min_length=1,
+        max_length=255,
+        description="A registered dataset (content hash or name) to run both queries on offline; "
+        "ingest replaces a name by the content hash.",
+    )
+    now: datetime | None = Field(
+        None,
+        description="The instant now() and ago() read when the queries run offline (UTC when no zone is "
+        "given); default: the score's creation time.",
+    )
 
     @model_validator(mode="after")
     def _columns_from_rows(self) -> KqlItem:
@@ -60,24 +92,96 @@ def _normalise_column(name: str) -> str:
     return name.strip().lower()
 
 
+@dataclass
+class _Returned:
+    """What the two queries returned, and where it came from (``details`` says, for dataset items)."""
+
+    expected_columns: list[str] | None
+    generated_columns: list[str] | None
+    expected_rows: list[Row] | None
+    generated_rows: list[Row] | None
+    generated_error: str | None = None
+    expected_error: str | None = None  # set only by an offline run: the supplied one is item.expected_error
+    unsupported: str | None = None  # why the offline engine could not run a query (then: supplied values)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _supplied(item: KqlItem, details: dict[str, Any] | None = None) -> _Returned:
+    return _Returned(
+        item.expected_columns,
+        item.generated_columns,
+        item.expected_results,
+        item.generated_results,
+        generated_error=item.generated_error,
+        details=details or {},
+    )
+
+
+def _returned(item: KqlItem, ctx: MetricContext) -> _Returned:
+    """Run both queries on the item's dataset (cached per process), or take what the item supplies."""
+    if item.dataset is None or item.generated_error or item.expected_error:
+        return _supplied(item, {"source": "supplied"} if item.dataset else None)
+    now = item.now or ctx.now
+    loader = ctx.dataset_loader or offline.store_loader
+    expected = offline.execute(item.expected_kql, item.dataset, now, loader)
+    where = {"source": "offline", "dataset": item.dataset, "now": now.isoformat()}
+    if expected.status == "error":
+        return _Returned(None, None, None, None, expected_error=expected.message, details=where)
+    generated = offline.execute(item.generated_kql, item.dataset, now, loader)
+    if generated.status == "error":
+        return _Returned(None, None, None, None, generated_error=generated.message, details=where)
+    gaps = {role: o.message for role, o in (("expected", expected), ("generated", generated)) if o.status == "unsupported"}
+    if gaps:
+        fallback = _supplied(item, {"source": "supplied", "dataset": item.dataset, "offline_unsupported": gaps})
+        fallback.unsupported = "; ".join(f"the {role} query cannot be executed offline ({why})" for role, why in gaps.items())
+        return fallback
+    truncated = [role for role, o in (("expected", expected), ("generated", generated)) if o.truncated]
+    if truncated:
+        where["truncated"] = {"queries": truncated, "rows_kept": offline.MAX_RESULT_ROWS}
+    return _Returned(
+        list(expected.columns), list(generated.columns), list(expected.rows), list(generated.rows), details=where
+    )
+
+
+def _did_not_execute(returned: _Returned) -> ComponentResult:
+    return ComponentResult.ok(
+        0.0, {"reason": "generated query did not execute", "error": returned.generated_error, **returned.details}
+    )
+
+
+def _nothing_to_compare(returned: _Returned, missing: str) -> ComponentResult:
+    if returned.unsupported:
+        return ComponentResult.skipped(
+            f"{returned.unsupported}, and the item supplies no {missing} to fall back on", returned.details
+        )
+    return ComponentResult.skipped(f"the item has no {missing} to compare with")
+
+
 @metric("kql.schema_match", version=1, kinds=("kql",))
 def schema_match() -> Any:
     """Design 000: ``1 - missing / expected`` columns; extra columns are free."""
 
     def score(item: KqlItem, ctx: MetricContext) -> ComponentResult:
-        if item.generated_error:
-            return ComponentResult.ok(0.0, {"reason": "generated query did not execute", "error": item.generated_error})
-        if item.expected_columns is None:
-            return ComponentResult.skipped("the item has no expected columns to compare with")
-        expected = list(dict.fromkeys(item.expected_columns))
+        returned = _returned(item, ctx)
+        if returned.generated_error:
+            return _did_not_execute(returned)
+        if returned.expected_error:
+            return ComponentResult.failed(f"the expected query did not execute: {returned.expected_error}", returned.details)
+        if returned.expected_columns is None:
+            return _nothing_to_compare(returned, "expected columns")
+        expected = list(dict.fromkeys(returned.expected_columns))
         if not expected:
-            return ComponentResult.skipped("the expected query returned no columns")
-        generated = {_normalise_column(c) for c in item.generated_columns or []}
+            return ComponentResult.skipped("the expected query returned no columns", returned.details)
+        if returned.generated_columns is None and returned.unsupported:
+            return _nothing_to_compare(returned, "generated columns")
+        generated_columns = returned.generated_columns or []
+        generated = {_normalise_column(c) for c in generated_columns}
+        wanted = {_normalise_column(e) for e in expected}
         missing = [c for c in expected if _normalise_column(c) not in generated]
-        extra = [c for c in item.generated_columns or [] if _normalise_column(c) not in {_normalise_column(e) for e in expected}]
+        extra = [c for c in generated_columns if _normalise_column(c) not in wanted]
         return ComponentResult.ok(
             1.0 - len(missing) / len(expected),
-            {"expected_columns": expected, "missing_columns": missing, "extra_columns": extra},
+            {"expected_columns": expected, "missing_columns": missing, "extra_columns": extra, **returned.details},
         )
 
     return score
@@ -127,24 +231,27 @@ def results_match(mode: ResultsMode = "recall", max_rows: int = 100) -> Any:
         raise CriteriaError(f"kql.results_match: max_rows must be a positive integer, got {max_rows!r}")
 
     def score(item: KqlItem, ctx: MetricContext) -> ComponentResult:
-        if item.generated_error:
-            return ComponentResult.ok(0.0, {"reason": "generated query did not execute", "error": item.generated_error})
-        if item.expected_error:
-            return ComponentResult.failed(f"the expected query did not execute: {item.expected_error}")
-        if item.expected_results is None:
-            return ComponentResult.skipped("the item has no expected results to compare with")
-        if item.generated_results is None:
-            return ComponentResult.skipped("the item has no generated results to compare with")
+        returned = _returned(item, ctx)
+        if returned.generated_error:
+            return _did_not_execute(returned)
+        expected_error = returned.expected_error or (item.expected_error if returned.details.get("source") != "offline" else None)
+        if expected_error:
+            return ComponentResult.failed(f"the expected query did not execute: {expected_error}", returned.details)
+        if returned.expected_rows is None:
+            return _nothing_to_compare(returned, "expected results")
+        if returned.generated_rows is None:
+            return _nothing_to_compare(returned, "generated results")
         note = None
         try:
             ordered = parse_query(item.expected_kql).ordered
         except KqlParseError as exc:
             ordered, note = False, f"row order ignored: the expected query does not parse ({exc.message})"
         value, details = compare_rows(
-            item.expected_results, item.generated_results, ordered=ordered, mode=mode, max_rows=max_rows
+            returned.expected_rows, returned.generated_rows, ordered=ordered, mode=mode, max_rows=max_rows
         )
         if note:
             details["note"] = note
+        details.update(returned.details)
         return ComponentResult.ok(value, details)
 
     return score
@@ -159,7 +266,23 @@ def _verdict_score(verdict: KqlGrade) -> tuple[float, dict[str, Any]]:
 
 
 def _pass_blockers(item: KqlItem) -> list[str]:
-    return [f"generated query did not execute: {item.generated_error}"] if item.generated_error else []
+    """Design 000: an item passes only if its generated query executed without error.
+
+    For a dataset item, the verdict of the offline run the components made in this process is
+    reused (:func:`assay.scoring.kql.offline.check`); in another process the query is bound on the
+    dataset without running it, which finds the same errors (syntax, unknown table or column). An
+    engine gap (``unsupported``) never blocks. When the check itself cannot be made, the item is
+    blocked with the reason rather than passed unchecked.
+    """
+    if item.generated_error:
+        return [f"generated query did not execute: {item.generated_error}"]
+    if item.dataset is None or item.expected_error:
+        return []
+    try:
+        verdict = offline.check(item.generated_kql, item.dataset, offline.store_loader)
+    except Exception as exc:  # the store or the dataset is unavailable: do not pass unchecked
+        return [f"could not check offline that the generated query executes: {type(exc).__name__}: {exc}"]
+    return [f"generated query did not execute: {verdict.message}"] if verdict.status == "error" else []
 
 
 KIND = Kind(
@@ -168,4 +291,5 @@ KIND = Kind(
     judge_inputs=_judge_inputs,
     verdict_score=_verdict_score,
     pass_blockers=_pass_blockers,
+    report_row=kql_report_row,
 )

@@ -26,7 +26,7 @@ import duckdb_kql
 
 from assay.scoring.kql.parser import rewrite_count_star
 
-__all__ = ["KqlExecutionError", "KqlUnsupported", "OfflineTables", "execute_kql"]
+__all__ = ["KqlExecutionError", "KqlUnsupported", "OfflineTables", "execute_kql", "load_rows", "run_on"]
 
 Row = dict[str, Any]
 
@@ -63,7 +63,7 @@ class OfflineTables:
         )
         try:
             for name, rows in tables.items():
-                _load(self._con, name, rows)
+                load_rows(self._con, name, rows)
             # Set after loading: from here on, neither a query nor DuckDB may touch files or URLs.
             self._con.execute("SET enable_external_access = false")
         except BaseException:
@@ -80,22 +80,49 @@ class OfflineTables:
         self._con.close()
 
     def run(self, query: str, now: datetime) -> tuple[list[str], list[Row]]:
-        try:
-            relation = duckdb_kql.kql(self._con, rewrite_count_star(query), allow_write=False, query_now=_utc(now))
-            columns = list(relation.columns)
-            dynamic = [str(t) == "JSON" for t in relation.types]
-            rows = relation.fetchall()
-        except duckdb_kql.KqlUnsupportedError as exc:
-            raise KqlUnsupported(str(exc)) from exc
-        except (duckdb_kql.KqlError, *_QUERY_ERRORS) as exc:
-            raise KqlExecutionError(str(exc)) from exc
-        except duckdb.Error as exc:
-            raise KqlUnsupported(f"the offline engine failed on this query: {exc}") from exc
-        # DuckDB hands JSON back as text; a dynamic value is returned as the value it holds.
-        return columns, [
+        columns, rows, _ = run_on(self._con, query, now)
+        return columns, rows
+
+
+def run_on(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    now: datetime,
+    *,
+    max_rows: int | None = None,
+    fetch: bool = True,
+) -> tuple[list[str], list[Row], bool]:
+    """Run ``query`` on ``con`` with ``now()`` pinned: (columns, rows as dicts, truncated).
+
+    ``max_rows`` keeps at most that many rows (``truncated`` says whether there were more);
+    ``fetch=False`` only translates and binds the query (which is where syntax errors and unknown
+    tables or columns show) and returns its columns without running it.
+    """
+    try:
+        relation = duckdb_kql.kql(con, rewrite_count_star(query), allow_write=False, query_now=_utc(now))
+        columns = list(relation.columns)
+        dynamic = [str(t) == "JSON" for t in relation.types]
+        if not fetch:
+            return columns, [], False
+        rows = (relation if max_rows is None else relation.limit(max_rows + 1)).fetchall()
+    except duckdb_kql.KqlUnsupportedError as exc:
+        raise KqlUnsupported(str(exc)) from exc
+    except (duckdb_kql.KqlError, *_QUERY_ERRORS) as exc:
+        raise KqlExecutionError(str(exc)) from exc
+    except duckdb.Error as exc:
+        raise KqlUnsupported(f"the offline engine failed on this query: {exc}") from exc
+    truncated = max_rows is not None and len(rows) > max_rows
+    if truncated:
+        rows = rows[:max_rows]
+    # DuckDB hands JSON back as text; a dynamic value is returned as the value it holds.
+    return (
+        columns,
+        [
             {c: json.loads(v) if is_json and v is not None else v for c, v, is_json in zip(columns, row, dynamic)}
             for row in rows
-        ]
+        ],
+        truncated,
+    )
 
 
 def _utc(moment: datetime) -> datetime:
@@ -105,7 +132,7 @@ def _utc(moment: datetime) -> datetime:
     return moment
 
 
-def _load(con: duckdb.DuckDBPyConnection, name: str, rows: Sequence[Row]) -> None:
+def load_rows(con: duckdb.DuckDBPyConnection, name: str, rows: Sequence[Row]) -> None:
     """Create table ``name`` from dict rows, one typed list per column (no per-row inserts)."""
     if not rows:
         raise ValueError(f"table {name!r} has no rows, so its columns are unknown")
