@@ -1,0 +1,99 @@
+"""Judge throughput: N judgments at fake latency L and concurrency C through the pipeline, next to the
+bound C/L and a plain asyncio loop over the Anthropic SDK on the same fake, in the same run.
+
+Steady-state rates are taken from the fake's own call log between 10% and 90% of the calls, so
+start-up and the tail do not count.
+
+    .venv/bin/python -m bench.judge_throughput --latency 2 --concurrency 64 --items 1280
+    .venv/bin/python -m bench.judge_throughput --latency 0.05 --concurrency 64 --items 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+import anthropic
+import httpx
+
+from bench import harness
+
+
+def steady_rate(calls: list[dict]) -> float:
+    times = sorted(c["at"] for c in calls if c["status"] == 200)
+    if len(times) < 10:
+        return float("nan")
+    lo, hi = times[len(times) // 10], times[(9 * len(times)) // 10]
+    return ((9 * len(times)) // 10 - len(times) // 10) / (hi - lo) if hi > lo else float("nan")
+
+
+async def plain_loop(base_url: str, n: int, concurrency: int) -> float:
+    client = anthropic.AsyncAnthropic(api_key="bench", base_url=base_url, max_retries=0)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with limit:
+            await client.messages.create(
+                model="claude-haiku-5-5",
+                max_tokens=256,
+                messages=[{"role": "user", "content": f"plain loop judgment {i}"}],
+                output_config={"format": {"type": "json_schema", "schema": {
+                    "type": "object", "properties": {"score": {"type": "number", "minimum": 0, "maximum": 1}},
+                    "required": ["score"], "additionalProperties": False}}},
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    elapsed = time.perf_counter() - started
+    await client.close()
+    return n / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=1280)
+    parser.add_argument("--latency", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    args = parser.parse_args()
+
+    fake, fake_url = harness.start_fake(args.latency)
+    control = httpx.Client(base_url=fake_url)
+    try:
+        with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
+            env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url}
+            api, url = harness.start_api(env)
+            workers = [
+                harness.start_worker(env, "metrics,control", "prefork", 2, "metrics"),
+                harness.start_worker(env, "judge", "threads", args.concurrency, "judge"),
+            ]
+            try:
+                time.sleep(3)
+                items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
+                cpu_before = harness.cpu_seconds(workers[1].pid)
+                batch_id, upload_s = harness.upload(url, items)
+                view, run_s = harness.wait_batch(url, batch_id)
+                judge_cpu = harness.cpu_seconds(workers[1].pid) - cpu_before
+                pipeline_rate = steady_rate(control.get("/_fake/calls").json()["calls"])
+            finally:
+                for proc in [*workers, api]:
+                    proc.stop()
+        control.post("/_fake/reset")
+        loop_rate = asyncio.run(plain_loop(fake_url, args.items, args.concurrency))
+    finally:
+        control.close()
+        fake.stop()
+
+    bound = args.concurrency / args.latency if args.latency else float("inf")
+    print(f"judgments {args.items}, latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}")
+    print(f"pipeline (steady state)   {pipeline_rate:8.1f} judgments/s   ({view['progress']['completed']} completed, "
+          f"{view['progress']['errored']} errored; upload → done {upload_s + run_s:.1f} s)")
+    print(f"bound C/L                 {bound:8.1f} judgments/s   pipeline = {100 * pipeline_rate / bound:.0f}% of it")
+    print(f"plain asyncio SDK loop    {loop_rate:8.1f} judgments/s   pipeline = {100 * pipeline_rate / loop_rate:.0f}% of it")
+    print(f"judge worker CPU          {1000 * judge_cpu / args.items:8.2f} ms per judgment")
+
+
+if __name__ == "__main__":
+    main()
