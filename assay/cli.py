@@ -73,12 +73,25 @@ def run(
     out: Annotated[Optional[Path], typer.Option(help="Results file (JSONL). Default: FILE's name + .results.jsonl")] = None,
     db: Annotated[Path, typer.Option(help="SQLite file that keeps the scores.")] = Path(".assay/embedded.db"),
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Worker threads.")] = 8,
+    dataset: Annotated[
+        Optional[list[str]],
+        typer.Option(help="NAME=PATH: register table files (a file or folder of .csv/.parquet/.json) first."),
+    ] = None,
 ) -> None:
     """Score FILE embedded: SQLite and an in-process worker pool, no Redis or Postgres needed.
 
     The same tasks as the distributed setup. The judge runs when ANTHROPIC_API_KEY is set; without it
-    the judge component is skipped and scores are marked partial (weights renormalised).
+    the judge component is skipped and scores are marked partial (weights renormalised). Items may
+    name a dataset registered with --dataset (e.g. --dataset storm=examples/datasets/storm).
     """
+    datasets: dict[str, Path] = {}
+    for spec in dataset or []:
+        name, _, path = spec.partition("=")
+        if not name or not path:
+            _fail(f"--dataset takes NAME=PATH, got {spec!r}")
+        if not Path(path).exists():
+            _fail(f"--dataset {name}: {path} does not exist")
+        datasets[name] = Path(path)
     from assay.workers import embedded
 
     embedded.configure_environment(db)
@@ -87,6 +100,8 @@ def run(
 
     migrate()
     try:
+        for name, content_hash in embedded.register_datasets(datasets).items():
+            console.print(f"dataset {name}: {content_hash[:16]}…")
         batch_id = embedded.ingest_file(file, suite, created_by=os.environ.get("USER", "cli"))
     except AssayError as exc:
         _report_domain_error(exc)

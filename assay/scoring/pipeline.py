@@ -136,6 +136,9 @@ class Claim:
     state: str
     attempts: int = 0
     retry_in: float = 0.0
+    # What the component had already spent (a deferred attempt's calls), carried to its landing.
+    prior_usage: dict[str, int] | None = None
+    prior_cost: float = 0.0
 
 
 def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float) -> Claim:
@@ -147,7 +150,7 @@ def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float)
         # The same message redelivered (acks_late) means its previous run died: take the lease back.
         and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_owner == owner),
     )
-    attempts = session.scalar(
+    claimed = session.execute(
         update(ScoreComponent)
         .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component, claimable)
         .values(
@@ -157,15 +160,15 @@ def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float)
             attempts=ScoreComponent.attempts + 1,
             run_after=None,
         )
-        .returning(ScoreComponent.attempts)
-    )
-    if attempts is not None:
+        .returning(ScoreComponent.attempts, ScoreComponent.usage, ScoreComponent.cost_usd)
+    ).first()
+    if claimed is not None:
         session.execute(
             update(Score)
             .where(Score.id == ref.score_id, Score.status == "pending")
             .values(status="in_progress", started_at=now)
         )
-        return Claim("claimed", attempts=attempts)
+        return Claim("claimed", attempts=claimed.attempts, prior_usage=claimed.usage, prior_cost=claimed.cost_usd or 0.0)
     row = session.execute(
         select(ScoreComponent.status, ScoreComponent.lease_expires_at, ScoreComponent.run_after).where(
             ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
@@ -187,14 +190,22 @@ def _seconds_until(moment: datetime | None, now: datetime) -> float:
     return (moment - now).total_seconds()
 
 
-def _spend(session: Session, ref: ComponentRef, usage: dict[str, int] | None, cost: float | None) -> dict[str, Any]:
-    """The component's spend so far plus this run's: calls paid before a deferral are never lost."""
-    prior = session.execute(
-        select(ScoreComponent.usage, ScoreComponent.cost_usd).where(
-            ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
-        )
-    ).first()
-    prior_usage, prior_cost = (prior.usage, prior.cost_usd) if prior is not None else (None, 0.0)
+def _spend(
+    session: Session, ref: ComponentRef, usage: dict[str, int] | None, cost: float | None, prior: Claim | None
+) -> dict[str, Any]:
+    """The component's spend so far plus this run's: calls paid before a deferral are never lost.
+
+    The claim carries what was spent before (no other run touches a leased component); without one
+    it is read from the row."""
+    if prior is not None:
+        prior_usage, prior_cost = prior.prior_usage, prior.prior_cost
+    else:
+        row = session.execute(
+            select(ScoreComponent.usage, ScoreComponent.cost_usd).where(
+                ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
+            )
+        ).first()
+        prior_usage, prior_cost = (row.usage, row.cost_usd) if row is not None else (None, 0.0)
     merged = _sum_usage([prior_usage, usage])
     return {"usage": merged or None, "cost_usd": (prior_cost or 0.0) + (cost or 0.0)}
 
@@ -209,13 +220,14 @@ def defer(
     spend_attempt: bool = False,
     usage: dict[str, int] | None = None,
     cost_usd: float = 0.0,
+    claim: Claim | None = None,
 ) -> None:
     """Give the component back until ``retry_in`` from now.
 
     A deferral on purpose (breaker open, rate limit) does not spend an attempt; an unexpected error
     does, so a component that keeps crashing ends as failed once its attempts are used up.
     """
-    spend = _spend(session, ref, usage, cost_usd)
+    spend = _spend(session, ref, usage, cost_usd, claim)
     session.execute(
         update(ScoreComponent)
         .where(
@@ -239,10 +251,12 @@ def defer(
 # --- landing and finalizing -----------------------------------------------------------------------------
 
 
-def land(session: Session, ref: ComponentRef, result: ComponentResult, *, timed_out: bool = False) -> bool:
+def land(
+    session: Session, ref: ComponentRef, result: ComponentResult, *, timed_out: bool = False, claim: Claim | None = None
+) -> bool:
     """Record a component's result once. Returns False when it had landed already (a duplicate run)."""
     now = utcnow()
-    spend = _spend(session, ref, result.usage, result.cost_usd)
+    spend = _spend(session, ref, result.usage, result.cost_usd, claim)
     weight = session.scalar(
         update(ScoreComponent)
         .where(

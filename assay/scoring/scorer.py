@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.scoring.criteria import load_criteria
@@ -45,25 +47,40 @@ class WorkUnit:
     judge_timeout: float
 
 
+_options_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+OPTIONS_TTL_SECONDS = 60.0
+
+
+def _suite_options(session: Session, suite_name: str) -> dict[str, Any]:
+    """A suite's operational options, re-read at most once a minute per process."""
+    now = time.monotonic()
+    hit = _options_cache.get(suite_name)
+    if hit is None or now - hit[0] > OPTIONS_TTL_SECONDS:
+        suite = session.get(SuiteRecord, suite_name)
+        hit = (now, suite.options if suite else {})
+        _options_cache[suite_name] = hit
+    return hit[1]
+
+
 def load_work(session: Session, ref: ComponentRef) -> WorkUnit | None:
-    score = session.get(Score, ref.score_id)
-    if score is None:
+    row = session.execute(
+        select(Score.criteria_hash, Score.suite_name, Score.created_at, Item.payload)
+        .join(Item, Item.id == Score.item_id)
+        .where(Score.id == ref.score_id)
+    ).first()
+    if row is None:
         return None
-    item = session.get(Item, score.item_id)
-    if item is None:
-        return None
-    criteria = load_criteria(session, score.criteria_hash)
+    criteria = load_criteria(session, row.criteria_hash)
     kind = get_kind(criteria.kind)
-    suite = session.get(SuiteRecord, score.suite_name)
-    timeout = float(((suite.options if suite else {}).get("judge") or {}).get("timeout_seconds", 60.0))
+    timeout = float((_suite_options(session, row.suite_name).get("judge") or {}).get("timeout_seconds", 60.0))
     return WorkUnit(
         ref=ref,
-        criteria_hash=score.criteria_hash,
+        criteria_hash=row.criteria_hash,
         criteria=criteria,
         kind=kind,
-        item=kind.item_model.model_validate(item.payload),
+        item=kind.item_model.model_validate(row.payload),
         # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
-        context=MetricContext(now=score.created_at, dataset_loader=_load_dataset),
+        context=MetricContext(now=row.created_at, dataset_loader=_load_dataset),
         judge_timeout=timeout,
     )
 

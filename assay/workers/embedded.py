@@ -24,7 +24,7 @@ def configure_environment(db_path: Path) -> None:
 
     db_path.parent.mkdir(parents=True, exist_ok=True)
     os.environ["ASSAY_DATABASE_URL"] = f"sqlite:///{db_path.resolve()}"
-    os.environ["ASSAY_BROKER_URL"] = "memory://"
+    os.environ["ASSAY_BROKER_URL"] = "memory://localhost/"
     os.environ["ASSAY_REDIS_URL"] = ""
     get_settings.cache_clear()
 
@@ -45,6 +45,21 @@ def in_process_worker(concurrency: int) -> Iterator[Any]:
         shutdown_timeout=30.0,
     ) as worker:
         yield worker
+
+
+def register_datasets(datasets: dict[str, Path]) -> dict[str, str]:
+    """Register local table files (a file or a folder of .csv/.parquet/.json) by name; name -> hash."""
+    from assay.scoring.datasets import register, tables_from_path
+    from assay.scoring.store.db import transaction
+    from assay.settings import get_settings
+
+    hashes = {}
+    with transaction() as session:
+        for name, path in datasets.items():
+            tables = tables_from_path(path.resolve().parent, path.name)
+            dataset, _ = register(session, tables, name=name, max_bytes=get_settings().max_dataset_bytes)
+            hashes[name] = dataset.content_hash
+    return hashes
 
 
 def ingest_file(path: Path, suite: str, created_by: str) -> uuid.UUID:

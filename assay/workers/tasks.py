@@ -99,23 +99,25 @@ def _run_component(task_self, score_id: str, component: str, queue: Queue) -> No
     try:
         result = compute(work, judge_runtime() if queue == Queue.JUDGE else None)
     except JudgeDeferred as deferred:
-        _defer(ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd)
+        _defer(
+            ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd, claim=claim
+        )
         # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
         # deferral spends none of the component's attempts, so an outage of any length is waited out.
         raise task_self.retry(countdown=deferred.retry_in, max_retries=None, exc=deferred)
     except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
         log.exception("component %s of score %s raised", component, score_id)
         backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
-        _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True)
+        _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
         enqueuer.enqueue([ref], countdown=backoff)
         return
-    _land(ref, result)
+    _land(ref, result, claim)
 
 
 @_store_retry
-def _land(ref: ComponentRef, result: ComponentResult) -> None:
+def _land(ref: ComponentRef, result: ComponentResult, claim: pipeline.Claim) -> None:
     with transaction() as session:
-        pipeline.land(session, ref, result)
+        pipeline.land(session, ref, result, claim=claim)
 
 
 @_store_retry

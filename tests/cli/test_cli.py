@@ -143,3 +143,21 @@ def test_client_commands_report_auth_and_network_errors(api_server):
     env = worker_env({"ASSAY_API_URL": f"http://127.0.0.1:{free_port()}", "ASSAY_API_KEY": API_KEY})
     result = assay("status", "00000000-0000-0000-0000-000000000000", env=env)
     assert result.returncode == 2 and "cannot reach the API" in result.stderr
+
+
+def test_run_with_a_dataset_scores_queries_offline(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")} | {"PYTHONPATH": str(REPO)}
+    out = tmp_path / "r.jsonl"
+    result = assay(
+        "run", str(REPO / "examples" / "kql_dataset_items.jsonl"), "--suite", "kql_strict",
+        "--dataset", f"storm={REPO / 'examples' / 'datasets' / 'storm'}",
+        "--db", str(tmp_path / "x.db"), "--out", str(out), env=env, cwd=tmp_path, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "dataset storm:" in result.stderr and "No hostname" not in result.stderr
+    scores = {r["external_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert scores["storm-equivalent-rewrite"]["passed"] is True
+    assert scores["storm-dropped-filter"]["passed"] is False
+    assert scores["storm-engine-gap"]["components"]["results_match"]["status"] == "skipped"
+    bad = assay("run", str(EXAMPLES), "--suite", "kql", "--dataset", "nopath", env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and "NAME=PATH" in bad.stderr
