@@ -41,6 +41,11 @@ from assay.scoring.suites import Criteria
 
 log = logging.getLogger(__name__)
 
+# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
+# more CPU than the round trip itself, several times per component.
+_components = ScoreComponent.__table__
+_scores = Score.__table__
+
 METRICS_QUEUE = "metrics"
 JUDGE_QUEUE = "judge"
 
@@ -143,37 +148,35 @@ class Claim:
 
 def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float) -> Claim:
     now = utcnow()
+    c = _components.c
     claimable = or_(
-        ScoreComponent.status == "pending",
-        and_(ScoreComponent.status == "deferred", ScoreComponent.run_after <= now),
-        and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_expires_at < now),
+        c.status == "pending",
+        and_(c.status == "deferred", c.run_after <= now),
+        and_(c.status == "in_progress", c.lease_expires_at < now),
         # The same message redelivered (acks_late) means its previous run died: take the lease back.
-        and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_owner == owner),
+        and_(c.status == "in_progress", c.lease_owner == owner),
     )
+    this = and_(c.score_id == ref.score_id, c.component == ref.component)
     claimed = session.execute(
-        update(ScoreComponent)
-        .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component, claimable)
+        update(_components)
+        .where(this, claimable)
         .values(
             status="in_progress",
             lease_owner=owner,
             lease_expires_at=now + timedelta(seconds=lease_seconds),
-            attempts=ScoreComponent.attempts + 1,
+            attempts=c.attempts + 1,
             run_after=None,
         )
-        .returning(ScoreComponent.attempts, ScoreComponent.usage, ScoreComponent.cost_usd)
+        .returning(c.attempts, c.usage, c.cost_usd)
     ).first()
     if claimed is not None:
         session.execute(
-            update(Score)
-            .where(Score.id == ref.score_id, Score.status == "pending")
+            update(_scores)
+            .where(_scores.c.id == ref.score_id, _scores.c.status == "pending")
             .values(status="in_progress", started_at=now)
         )
         return Claim("claimed", attempts=claimed.attempts, prior_usage=claimed.usage, prior_cost=claimed.cost_usd or 0.0)
-    row = session.execute(
-        select(ScoreComponent.status, ScoreComponent.lease_expires_at, ScoreComponent.run_after).where(
-            ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component
-        )
-    ).first()
+    row = session.execute(select(c.status, c.lease_expires_at, c.run_after).where(this)).first()
     if row is None:
         return Claim("missing")
     if row.status in LANDED_COMPONENT_STATUSES:
@@ -257,39 +260,36 @@ def land(
     """Record a component's result once. Returns False when it had landed already (a duplicate run)."""
     now = utcnow()
     spend = _spend(session, ref, result.usage, result.cost_usd, claim)
+    c = _components.c
     weight = session.scalar(
-        update(ScoreComponent)
-        .where(
-            ScoreComponent.score_id == ref.score_id,
-            ScoreComponent.component == ref.component,
-            ScoreComponent.status.not_in(LANDED_COMPONENT_STATUSES),
-        )
+        update(_components)
+        .where(c.score_id == ref.score_id, c.component == ref.component, c.status.not_in(LANDED_COMPONENT_STATUSES))
         .values(
             status=result.status,
             score=result.score,
-            weighted_score=(result.score * ScoreComponent.weight) if result.score is not None else None,
+            weighted_score=(result.score * c.weight) if result.score is not None else None,
             details=result.details or None,
             reason=result.reason,
             landed_at=now,
-            **spend,
             lease_owner=None,
             lease_expires_at=None,
             run_after=None,
+            **spend,
         )
-        .returning(ScoreComponent.weight)
+        .returning(c.weight)
     )
     if weight is None:
         return False
-    values: dict[str, Any] = {"components_landed": Score.components_landed + 1}
+    values: dict[str, Any] = {"components_landed": _scores.c.components_landed + 1}
     if result.raw_output is not None:
         values["raw_judge_output"] = result.raw_output
     if timed_out:
         values["error_kind"] = "timed_out"
     landed, total = session.execute(
-        update(Score)
-        .where(Score.id == ref.score_id)
+        update(_scores)
+        .where(_scores.c.id == ref.score_id)
         .values(**values)
-        .returning(Score.components_landed, Score.components_total)
+        .returning(_scores.c.components_landed, _scores.c.components_total)
     ).one()
     if landed == total:
         finalize_score(session, ref.score_id)

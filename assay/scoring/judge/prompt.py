@@ -9,6 +9,7 @@ marked for caching; the rest, with the item's data, is the user message.
 from __future__ import annotations
 
 import hashlib
+import functools
 import json
 import logging
 import re
@@ -43,6 +44,7 @@ class JudgePrompt:
         return [{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}]
 
 
+@functools.lru_cache(maxsize=64)
 def output_schema_text(verdict_model: type[BaseModel]) -> str:
     return json.dumps(verdict_model.model_json_schema(), indent=2, sort_keys=True)
 

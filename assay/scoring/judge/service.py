@@ -7,6 +7,7 @@ without burning its attempts). A bad answer gets one repair call; it is never cl
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -85,8 +86,11 @@ def cost_usd(usage: dict[str, int], price: ModelPrice) -> float:
     ) / 1_000_000
 
 
+@functools.lru_cache(maxsize=64)
 def output_config_for(verdict_model: type[pydantic.BaseModel]) -> dict[str, Any]:
-    """The structured-output request: the verdict schema made strict the way ``messages.parse`` does it."""
+    """The structured-output request: the verdict schema made strict the way ``messages.parse`` does it.
+
+    Cached per verdict model (a model's schema never changes in a process); callers must not mutate it."""
     return {"format": {"type": "json_schema", "schema": anthropic.transform_schema(verdict_model)}}
 
 
