@@ -105,6 +105,15 @@ def api_client(clean_db: None) -> Iterator[object]:
         yield client
 
 
+@pytest.fixture
+def fake_judge() -> Iterator[object]:
+    """The loopback fake of the Anthropic Messages API, zero latency unless a test configures it."""
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    with FakeAnthropic() as fake:
+        yield fake
+
+
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_",))}
     env.update(TEST_ENV)

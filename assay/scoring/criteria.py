@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from sqlalchemy import select
@@ -11,6 +10,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from assay.scoring.errors import NotFound
+from assay.scoring.hashcache import HashCache
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
 from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite
 
@@ -55,20 +55,16 @@ def current_suite(session: Session, name: str) -> SuiteRecord:
     return record
 
 
-_cache: dict[str, Criteria] = {}
-_cache_lock = threading.Lock()
+_criteria_cache: HashCache[Criteria] = HashCache(max_entries=256)
 
 
 def load_criteria(session: Session, criteria_hash: str) -> Criteria:
-    """Criteria by hash, from the store (never from local YAML), cached: a hash's content never changes."""
-    with _cache_lock:
-        hit = _cache.get(criteria_hash)
-    if hit is not None:
-        return hit
-    row = session.get(CriteriaDefinition, criteria_hash)
-    if row is None:
-        raise NotFound(f"no criteria with hash {criteria_hash}")
-    criteria = Criteria.model_validate(row.criteria_content)
-    with _cache_lock:
-        _cache[criteria_hash] = criteria
-    return criteria
+    """Criteria by hash, from the store (never from local YAML), cached per process."""
+
+    def load() -> Criteria:
+        row = session.get(CriteriaDefinition, criteria_hash)
+        if row is None:
+            raise NotFound(f"no criteria with hash {criteria_hash}")
+        return Criteria.model_validate(row.criteria_content)
+
+    return _criteria_cache.get(criteria_hash, load)

@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import re
-import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.scoring.errors import InvalidInput, NotFound, PayloadTooLarge
+from assay.scoring.hashcache import HashCache
 from assay.scoring.store.models import Dataset, utcnow
 from assay.scoring.suites import canonical_json
 
@@ -183,26 +183,19 @@ def resolve(session: Session, reference: str) -> Dataset:
     return found
 
 
-_cache: dict[str, dict[str, Table]] = {}
-_cache_lock = threading.Lock()
-_CACHE_MAX = 32
+_tables_cache: HashCache[dict[str, Table]] = HashCache(max_entries=32)
 
 
 def load_tables(session: Session, content_hash_: str) -> dict[str, Table]:
-    """A dataset's tables by hash, cached per process (a hash's content never changes)."""
-    with _cache_lock:
-        hit = _cache.get(content_hash_)
-    if hit is not None:
-        return hit
-    dataset = session.get(Dataset, content_hash_)
-    if dataset is None:
-        raise NotFound(f"no dataset with hash {content_hash_}")
-    tables = _unpack(dataset.content)
-    with _cache_lock:
-        if len(_cache) >= _CACHE_MAX:
-            _cache.pop(next(iter(_cache)))
-        _cache[content_hash_] = tables
-    return tables
+    """A dataset's tables by hash, cached per process."""
+
+    def load() -> dict[str, Table]:
+        dataset = session.get(Dataset, content_hash_)
+        if dataset is None:
+            raise NotFound(f"no dataset with hash {content_hash_}")
+        return _unpack(dataset.content)
+
+    return _tables_cache.get(content_hash_, load)
 
 
 def dataset_view(dataset: Dataset) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from assay.scoring.store.models import Batch, Item, Score
+from assay.scoring.store.models import Batch, Item, Score, ScoreComponent
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -14,6 +14,18 @@ def iso(moment: datetime | None) -> str | None:
     if moment.tzinfo is None:  # SQLite hands back naive UTC
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def component_view(component: ScoreComponent) -> dict[str, Any]:
+    return {
+        "status": component.status,
+        "score": component.score,
+        "weight": component.weight,
+        "weighted_score": component.weighted_score,
+        "details": component.details or {},
+        "reason": component.reason,
+        "attempts": component.attempts,
+    }
 
 
 def score_view(score: Score, *, threshold: float | None = None, current_hash: str | None = None) -> dict[str, Any]:
@@ -28,18 +40,7 @@ def score_view(score: Score, *, threshold: float | None = None, current_hash: st
         "total_score": score.total,
         "passed": score.passed,
         "partial": score.partial,
-        "components": {
-            c.component: {
-                "status": c.status,
-                "score": c.score,
-                "weight": c.weight,
-                "weighted_score": c.weighted_score,
-                "details": c.details or {},
-                "reason": c.reason,
-                "attempts": c.attempts,
-            }
-            for c in score.components
-        },
+        "components": {c.component: component_view(c) for c in score.components},
         "error_kind": score.error_kind,
         "error_message": score.error_message,
         "raw_judge_output": score.raw_judge_output,

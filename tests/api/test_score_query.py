@@ -25,7 +25,6 @@ from assay.scoring.scorer import compute, load_work
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, Item, Score, ScoreComponent
 from tests.conftest import API_KEY, wait_for
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.scoring.kql.test_design_scenarios import NOW as TRACES_NOW
 from tests.scoring.kql.test_design_scenarios import TABLES as TRACES_TABLES
 
@@ -266,12 +265,6 @@ def test_a_dataset_by_name_is_run_offline_and_stored_by_hash(client) -> None:
 
 
 # --- through a live worker, judged by the fake --------------------------------------------------------
-
-
-@pytest.fixture
-def fake_judge():
-    with FakeAnthropic() as fake:
-        yield fake
 
 
 @pytest.fixture

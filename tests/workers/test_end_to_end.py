@@ -13,15 +13,8 @@ import pytest
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import ScoreComponent
 from tests.conftest import REPO, wait_for
-from tests.fakes.anthropic_server import FakeAnthropic
 
 EXAMPLES = REPO / "examples" / "kql_items.jsonl"
-
-
-@pytest.fixture
-def fake_judge():
-    with FakeAnthropic() as fake:
-        yield fake
 
 
 @pytest.fixture

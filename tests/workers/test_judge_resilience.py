@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, TEST_DB, wait_for
-from tests.fakes.anthropic_server import FakeAnthropic
 
 EXAMPLES = REPO / "examples" / "kql_items.jsonl"
 
@@ -24,12 +23,6 @@ def unique_items(n: int) -> bytes:
         item = dict(base[i % len(base)], prompt=f"{base[i % len(base)]['prompt']} #{i}")
         lines.append(json.dumps(item))
     return ("\n".join(lines) + "\n").encode()
-
-
-@pytest.fixture
-def fake_judge():
-    with FakeAnthropic() as fake:
-        yield fake
 
 
 def judge_env(fake, **extra: str) -> dict[str, str]:

@@ -13,17 +13,10 @@ from assay.scoring.kql.report import kql_report_row
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Item, Score
 from tests.conftest import REPO
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.workers.test_end_to_end import all_results, submit, wait_finished
 
 EXAMPLES = REPO / "examples" / "kql_dataset_items.jsonl"
 DATASETS = REPO / "examples" / "datasets"
-
-
-@pytest.fixture
-def fake_judge():
-    with FakeAnthropic() as fake:
-        yield fake
 
 
 @pytest.fixture

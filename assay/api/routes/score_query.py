@@ -40,6 +40,7 @@ from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.pipeline import ComponentRef, create_components
 from assay.scoring.store.db import transaction
+from assay.scoring.views import component_view
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES, CriteriaDefinition, Item, Score, utcnow
 from assay.scoring.suites import Criteria, canonical_json, load_model_catalog
 from assay.settings import get_settings
@@ -227,17 +228,7 @@ def score_query_view(score: Score, criteria: Criteria) -> dict[str, Any]:
         "total_score": score.total,
         "is_successful": bool(score.passed) and finished_ok,
         "threshold": criteria.threshold,
-        "components": {
-            c.component: {
-                "score": c.score,
-                "weighted_score": c.weighted_score,
-                "weight": c.weight,
-                "details": c.details or {},
-                "status": c.status,
-                "reason": c.reason,
-            }
-            for c in score.components
-        },
+        "components": {c.component: component_view(c) for c in score.components},
         "score_id": str(score.id),
         "status": score.status,
         "suite": score.suite_name,
