@@ -43,6 +43,25 @@ def _progress_bar() -> Progress:
     )
 
 
+LIVE_AUTO_MAX_ITEMS = 500
+
+
+def _live_printer(bar: Progress, live: bool | None, total: int | None):  # type: ignore[no-untyped-def]
+    """Prints finished results' live lines above the progress bar (design 000's live results)."""
+    state = {"shown": 0}
+
+    def show(results: list[tuple[Any, list[str]]]) -> None:
+        for label, lines in results:
+            if live is False or (live is None and state["shown"] >= LIVE_AUTO_MAX_ITEMS):
+                return
+            state["shown"] += 1
+            bar.console.print(f"[bold]{label}[/bold]")
+            for line in lines:
+                bar.console.print(f"  {line}", highlight=False, markup=False)
+
+    return show
+
+
 def _summary_table(view: dict[str, Any]) -> Table:
     progress = view.get("progress") or {}
     summary = view.get("summary") or {}
@@ -76,6 +95,10 @@ def run(
     dataset: Annotated[
         Optional[list[str]],
         typer.Option(help="NAME=PATH: register table files (a file or folder of .csv/.parquet/.json) first."),
+    ] = None,
+    live: Annotated[
+        Optional[bool],
+        typer.Option("--live/--no-live", help="Print each result as it lands (default: for files up to 500 items)."),
     ] = None,
 ) -> None:
     """Score FILE embedded: SQLite and an in-process worker pool, no Redis or Postgres needed.
@@ -114,7 +137,9 @@ def run(
             p = view["progress"]
             bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
 
-        view = embedded.run_batch(batch_id, concurrency=concurrency, on_progress=show)
+        view = embedded.run_batch(
+            batch_id, concurrency=concurrency, on_progress=show, on_finished=_live_printer(bar, live, total=None)
+        )
     target = out or file.with_name(file.name + ".results.jsonl")
     count = _write_embedded_results(batch_id, target)
     console.print(_summary_table(view))
@@ -125,17 +150,18 @@ def _write_embedded_results(batch_id: Any, target: Path) -> int:
     from assay.scoring import batches as svc
     from assay.scoring.criteria import load_criteria
     from assay.scoring.store.db import new_session
-    from assay.scoring.views import live_line, score_view
+    from assay.scoring.kinds import get_kind
+    from assay.scoring.views import live_lines, score_view
 
     session = new_session()
     count = 0
     try:
-        threshold = load_criteria(session, svc.get_batch(session, batch_id).criteria_hash).threshold
+        criteria = load_criteria(session, svc.get_batch(session, batch_id).criteria_hash)
+        threshold, kind = criteria.threshold, get_kind(criteria.kind)
         with target.open("w") as handle:
             for score in svc.iter_results(session, batch_id, status="all"):
                 view = score_view(score, threshold=threshold)
-                view["external_id"] = score.item.external_id if score.item is not None else None
-                view["line"] = live_line(score, threshold)
+                view["live"] = live_lines(score, kind, threshold)
                 handle.write(json.dumps(view) + "\n")
                 count += 1
     finally:
@@ -181,11 +207,22 @@ def _request(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _fail(f"cannot reach the API: {exc}")
 
 
-def _watch(client: Any, batch_id: str) -> dict[str, Any]:
+def _watch(client: Any, batch_id: str, live: bool | None = None) -> dict[str, Any]:
     with _progress_bar() as bar:
         task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
+        printer = _live_printer(bar, live, total=None)
+        seen_until = "1970-01-01T00:00:00Z"
         while True:
             view = _request(client.get, f"/api/v1/batches/{batch_id}")
+            if live is not False:
+                page = _request(
+                    client.get,
+                    f"/api/v1/batches/{batch_id}/results",
+                    params={"status": "finished", "finished_after": seen_until, "limit": 500},
+                )
+                if page["results"]:
+                    seen_until = page["results"][-1]["completed_at"]
+                    printer([(r.get("external_id") or f"#{r['position']}", r["live"] or []) for r in page["results"]])
             p = view["progress"]
             bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
             if view["status"] not in ("planning", "running"):
@@ -198,6 +235,9 @@ def submit(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
     suite: Annotated[str, typer.Option("--suite", "-s")],
     wait: Annotated[bool, typer.Option(help="Show progress until the batch finishes.")] = False,
+    live: Annotated[
+        Optional[bool], typer.Option("--live/--no-live", help="With --wait, print each result as it lands.")
+    ] = None,
     partial: Annotated[bool, typer.Option(help="Accept the good lines when some are bad.")] = False,
     idempotency_key: Annotated[Optional[str], typer.Option(help="Makes a retried submit return the first batch.")] = None,
     api_url: ApiUrl = "http://127.0.0.1:8000",
@@ -216,7 +256,7 @@ def submit(
             console.print(f"  line {bad['line']}: {bad['reason']}")
         print(accepted["batch_id"])
         if wait:
-            console.print(_summary_table(_watch(client, accepted["batch_id"])))
+            console.print(_summary_table(_watch(client, accepted["batch_id"], live)))
 
 
 @cli.command()

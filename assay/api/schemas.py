@@ -71,6 +71,7 @@ class ScoreOut(BaseModel):
     item_id: str
     batch_id: str | None
     position: int
+    external_id: str | None = Field(None, description="The item's own id (its `id` field), when it has one")
     suite: str
     criteria_hash: str
     status: str = Field(..., description="pending, in_progress, completed, failed, timed_out or cancelled")
@@ -90,6 +91,7 @@ class ScoreOut(BaseModel):
     threshold: float | None = None
     is_current_criteria: bool | None = None
     renormalized: dict[str, Any] | None = None
+    live: list[str] | None = Field(None, description="Live-result lines (design 000's for KQL) once finished")
 
 
 class ResultsPage(BaseModel):

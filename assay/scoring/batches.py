@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -13,9 +13,17 @@ from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import Conflict, NotFound
 from assay.scoring.pipeline import ACTIVE_SCORE_STATUSES, ComponentRef, batch_counts, batch_summary
-from assay.scoring.store.models import LANDED_COMPONENT_STATUSES, Batch, Item, Score, ScoreComponent, utcnow
+from assay.scoring.store.models import (
+    FINISHED_SCORE_STATUSES,
+    LANDED_COMPONENT_STATUSES,
+    Batch,
+    Item,
+    Score,
+    ScoreComponent,
+    utcnow,
+)
 
-RESULT_FILTERS = ("all", "passed", "failed", "errored")
+RESULT_FILTERS = ("all", "finished", "passed", "failed", "errored")
 
 
 def get_batch(session: Session, batch_id: uuid.UUID) -> Batch:
@@ -141,6 +149,8 @@ class ResultPage:
 
 def _result_query(batch_id: uuid.UUID, status: str):  # type: ignore[no-untyped-def]
     query = select(Score).where(Score.batch_id == batch_id)
+    if status == "finished":
+        query = query.where(Score.status.in_(FINISHED_SCORE_STATUSES))
     if status == "passed":
         query = query.where(Score.status == "completed", Score.passed.is_(True))
     elif status == "failed":
@@ -150,12 +160,29 @@ def _result_query(batch_id: uuid.UUID, status: str):  # type: ignore[no-untyped-
     return query
 
 
-def results_page(session: Session, batch_id: uuid.UUID, *, status: str, limit: int, offset: int) -> ResultPage:
+def results_page(
+    session: Session,
+    batch_id: uuid.UUID,
+    *,
+    status: str,
+    limit: int,
+    offset: int,
+    finished_after: datetime | None = None,
+) -> ResultPage:
+    """A page of results by position; or, with ``finished_after``, those finished since, oldest first
+    (how a progress view follows results as they land)."""
     query = _result_query(batch_id, status)
+    if finished_after is not None:
+        if finished_after.tzinfo is None:
+            finished_after = finished_after.replace(tzinfo=timezone.utc)
+        query = query.where(Score.completed_at > finished_after)
+        order = (Score.completed_at, Score.position)
+    else:
+        order = (Score.position,)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.scalars(
         query.options(selectinload(Score.components), selectinload(Score.item))
-        .order_by(Score.position)
+        .order_by(*order)
         .limit(limit)
         .offset(offset)
     ).all()

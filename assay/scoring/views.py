@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from sqlalchemy import inspect
+from sqlalchemy.orm.base import NO_VALUE
+
 from assay.scoring.store.models import Batch, Item, Score, ScoreComponent
 
 
@@ -14,6 +17,12 @@ def iso(moment: datetime | None) -> str | None:
     if moment.tzinfo is None:  # SQLite hands back naive UTC
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def _loaded_item(score: Score) -> Item | None:
+    """The score's item if it was loaded with it; never a lazy query from a view."""
+    value = inspect(score).attrs.item.loaded_value
+    return None if value is NO_VALUE else value
 
 
 def component_view(component: ScoreComponent) -> dict[str, Any]:
@@ -34,6 +43,7 @@ def score_view(score: Score, *, threshold: float | None = None, current_hash: st
         "item_id": str(score.item_id),
         "batch_id": str(score.batch_id) if score.batch_id else None,
         "position": score.position,
+        "external_id": _loaded_item(score).external_id if _loaded_item(score) is not None else None,
         "suite": score.suite_name,
         "criteria_hash": score.criteria_hash,
         "status": score.status,
@@ -59,6 +69,13 @@ def score_view(score: Score, *, threshold: float | None = None, current_hash: st
         skipped = [name for name, c in view["components"].items() if c["status"] == "skipped"]
         view["renormalized"] = {"skipped": skipped, "note": "total computed over the remaining components' weights"}
     return view
+
+
+def live_lines(score: Score, kind: Any, threshold: float) -> list[str]:
+    """The kind's live-result lines for a finished score (design 000's for KQL), else one generic line."""
+    if kind.live_lines is not None:
+        return kind.live_lines(score, threshold)
+    return [live_line(score, threshold)]
 
 
 def live_line(score: Score, threshold: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,22 +101,44 @@ def run_batch(
     *,
     concurrency: int,
     on_progress: Callable[[dict[str, Any]], None],
+    on_finished: Callable[[list[tuple[Any, list[str]]]], None] | None = None,
     poll_seconds: float = 0.3,
     reconcile_every: float = 30.0,
 ) -> dict[str, Any]:
-    """Plan and score the batch with an in-process worker; returns its final view."""
+    """Plan and score the batch with an in-process worker; returns its final view.
+
+    ``on_finished`` receives the results finished since the last poll as (external id or position,
+    live-result lines)."""
     from assay.scoring import batches as svc
+    from assay.scoring.criteria import load_criteria
+    from assay.scoring.kinds import get_kind
     from assay.scoring.store.db import transaction
-    from assay.scoring.views import batch_view
+    from assay.scoring.views import batch_view, live_lines
     from assay.workers.tasks import plan_batch, reconcile
 
     with in_process_worker(concurrency):
         plan_batch.apply_async(args=(str(batch_id),))
         last_reconcile = time.monotonic()
+        seen_until = None
         while True:
             with transaction() as session:
                 batch = svc.get_batch(session, batch_id)
                 view = batch_view(batch, svc.progress(session, batch))
+                if on_finished is not None:
+                    criteria = load_criteria(session, batch.criteria_hash)
+                    kind = get_kind(criteria.kind)
+                    page = svc.results_page(
+                        session, batch_id, status="finished", limit=500, offset=0,
+                        finished_after=seen_until or datetime.min.replace(tzinfo=timezone.utc),
+                    )
+                    if page.rows:
+                        seen_until = page.rows[-1].completed_at
+                        on_finished(
+                            [
+                                (s.item.external_id or f"#{s.position}", live_lines(s, kind, criteria.threshold))
+                                for s in page.rows
+                            ]
+                        )
             on_progress(view)
             if view["status"] not in ("planning", "running"):
                 return view

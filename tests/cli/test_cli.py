@@ -161,3 +161,15 @@ def test_run_with_a_dataset_scores_queries_offline(tmp_path):
     assert scores["storm-engine-gap"]["components"]["results_match"]["status"] == "skipped"
     bad = assay("run", str(EXAMPLES), "--suite", "kql", "--dataset", "nopath", env=env, cwd=tmp_path)
     assert bad.returncode == 2 and "NAME=PATH" in bad.stderr
+
+
+def test_submit_wait_prints_live_results(api_server, live_worker_factory):
+    live_worker_factory()
+    env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": API_KEY})
+    result = assay("submit", str(EXAMPLES), "--suite", "kql", "--wait", env=env)
+    assert result.returncode == 0, result.stderr
+    for external_id in ["perfect-match", "minor-differences", "failed-query", "did-not-execute"]:
+        assert external_id in result.stderr
+    assert result.stderr.count("Score: ") == 4
+    quiet = assay("submit", str(EXAMPLES), "--suite", "kql", "--wait", "--no-live", env=env)
+    assert quiet.returncode == 0 and "Score: " not in quiet.stderr

@@ -7,6 +7,7 @@ import io
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -14,7 +15,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
-from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage
+from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
 from assay.api.publish import publish_components, start_planner
 from assay.scoring import batches as svc
 from assay.scoring.criteria import current_suite, load_criteria
@@ -22,7 +23,8 @@ from assay.scoring.errors import PayloadTooLarge
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.store.db import new_session, transaction
-from assay.scoring.views import batch_view, flat_row, score_view
+from assay.scoring.store.models import FINISHED_SCORE_STATUSES
+from assay.scoring.views import batch_view, flat_row, live_lines, score_view
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/batches", tags=["batches"])
@@ -179,7 +181,7 @@ def delete_batch(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_pr
     return Response(status_code=204)
 
 
-ResultFilter = Literal["all", "passed", "failed", "errored"]
+ResultFilter = Literal["all", "finished", "passed", "failed", "errored"]
 
 
 @router.get(
@@ -191,22 +193,37 @@ ResultFilter = Literal["all", "passed", "failed", "errored"]
 def results(
     batch_id: uuid.UUID,
     _: Annotated[Principal, Depends(require_principal)],
-    status: Annotated[ResultFilter, Query(description="passed / failed (below threshold) / errored")] = "all",
+    status: Annotated[
+        ResultFilter, Query(description="finished / passed / failed (below threshold) / errored")
+    ] = "all",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
+    finished_after: Annotated[
+        datetime | None,
+        Query(description="Only results finished after this time, oldest first (to follow a running batch)"),
+    ] = None,
     format: Annotated[Literal["json", "jsonl", "csv"], Query(description="json: a page; jsonl/csv: every result, streamed")] = "json",
 ) -> Any:
     with transaction() as session:
         batch = svc.get_batch(session, batch_id)
         criteria = load_criteria(session, batch.criteria_hash)
         if format == "json":
-            page = svc.results_page(session, batch_id, status=status, limit=limit, offset=offset)
+            kind = get_kind(criteria.kind)
+            page = svc.results_page(
+                session, batch_id, status=status, limit=limit, offset=offset, finished_after=finished_after
+            )
             return ResultsPage(
                 batch_id=str(batch_id),
                 total=page.total,
                 limit=limit,
                 offset=offset,
-                results=[score_view(s, threshold=criteria.threshold) for s in page.rows],
+                results=[
+                    ScoreOut(
+                        **score_view(s, threshold=criteria.threshold),
+                        live=live_lines(s, kind, criteria.threshold) if s.status in FINISHED_SCORE_STATUSES else None,
+                    )
+                    for s in page.rows
+                ],
             )
     return StreamingResponse(
         _export(batch_id, status, format, list(criteria.components), criteria.threshold, get_kind(criteria.kind)),

@@ -24,6 +24,8 @@ class Kind:
     pass_blockers: Callable[[BaseModel], list[str]] = lambda item: []
     # The kind's report columns for one stored score (exports and reports); None: the generic columns.
     report_row: Callable[[Any], dict[str, Any]] | None = None
+    # The kind's live-result lines for one finished score (CLI progress, batch API); None: one generic line.
+    live_lines: Callable[[Any, float], list[str]] | None = None
 
 
 _KIND_MODULES = {"kql": "assay.scoring.kinds.kql"}
