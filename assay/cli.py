@@ -207,6 +207,22 @@ def _request(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _fail(f"cannot reach the API: {exc}")
 
 
+def _upload_with_progress(path: Path, chunk_bytes: int = 1 << 20):  # type: ignore[no-untyped-def]
+    """The file's bytes, streamed, with a progress bar; then a spinner while the API commits."""
+    from rich.progress import DownloadColumn, TransferSpeedColumn
+
+    size = path.stat().st_size
+    with Progress(
+        TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=console, transient=True
+    ) as bar:
+        task = bar.add_task("upload", total=size)
+        with path.open("rb") as handle:
+            while chunk := handle.read(chunk_bytes):
+                bar.update(task, advance=len(chunk))
+                yield chunk
+    console.print(f"uploaded {size / 1024**2:.1f} MiB; waiting for the API to validate and store it")
+
+
 def _watch(client: Any, batch_id: str, live: bool | None = None) -> dict[str, Any]:
     with _progress_bar() as bar:
         task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
@@ -247,9 +263,13 @@ def submit(
     headers = {"Content-Type": "application/x-ndjson"}
     if idempotency_key:
         headers["Idempotency-Key"] = idempotency_key
-    with _client(api_url, api_key) as client, file.open("rb") as handle:
+    with _client(api_url, api_key) as client:
         accepted = _request(
-            client.post, "/api/v1/batches", params={"suite": suite, "partial": str(partial).lower()}, content=handle, headers=headers
+            client.post,
+            "/api/v1/batches",
+            params={"suite": suite, "partial": str(partial).lower()},
+            content=_upload_with_progress(file),
+            headers=headers,
         )
         console.print(f"batch [bold]{accepted['batch_id']}[/bold]: {accepted['accepted']} items accepted, {accepted['rejected']} rejected")
         for bad in accepted.get("bad_lines", [])[:20]:
