@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import re
+import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -182,6 +184,7 @@ class BatchWriter:
         self.result: IngestResult | None = None
         self._components_total = len(self._criteria_components())
         self._datasets: dict[str, str] = {}
+        self._copier: _CopyThread | None = None
 
     def _criteria_components(self) -> list[str]:
         from assay.scoring.criteria import load_criteria
@@ -315,10 +318,22 @@ class BatchWriter:
             self._scores.clear()
             return
         if self._items:
-            bulk_insert(self.session, Item, self._items)
-            bulk_insert(self.session, Score, self._scores)
-        self._items.clear()
-        self._scores.clear()
+            if self.session.get_bind().dialect.name == "postgresql":
+                if self._copier is None:
+                    self._copier = _CopyThread(self.session.connection().connection.driver_connection)
+                self._copier.send(Item, self._items)
+                self._copier.send(Score, self._scores)  # after its items: the foreign key is checked per row
+            else:
+                for model, rows in ((Item, self._items), (Score, self._scores)):
+                    decoded = [{k: json.loads(v) if isinstance(v, JsonText) else v for k, v in r.items()} for r in rows]
+                    self.session.execute(insert(model), decoded)
+        self._items = []
+        self._scores = []
+
+    def abort(self) -> None:
+        """Stop sending rows (the caller rolls back). Safe to call more than once."""
+        if self._copier is not None:
+            self._copier.close(raise_error=False)
 
     def finish(self) -> IngestResult:
         assert self.result is not None
@@ -326,6 +341,8 @@ class BatchWriter:
             return self.result
         self._take(self.splitter.close())
         self._flush_rows()
+        if self._copier is not None:
+            self._copier.close()
         result = self.result
         if result.bad_line_count and not self.partial:
             raise InvalidInput(
@@ -372,21 +389,42 @@ def _copy_field(value: Any) -> str:
     return str(value).translate(_COPY_ESCAPES)
 
 
-def bulk_insert(session: Session, model: type, rows: list[dict[str, Any]]) -> None:
-    """COPY on Postgres (several times faster than INSERT for big uploads), executemany elsewhere."""
-    if not rows:
-        return
-    if session.get_bind().dialect.name != "postgresql":
-        session.execute(insert(model), [{k: json.loads(v) if isinstance(v, JsonText) else v for k, v in r.items()} for r in rows])
-        return
-    table = model.__table__  # type: ignore[attr-defined]
-    columns = list(rows[0])
-    driver_conn = session.connection().connection.driver_connection
-    with driver_conn.cursor() as cur:
-        with cur.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN") as copy:
-            for start in range(0, len(rows), 500):
-                copy.write(
-                    "".join(
-                        "\t".join(_copy_field(row[c]) for c in columns) + "\n" for row in rows[start : start + 500]
-                    )
-                )
+class _CopyThread:
+    """COPY chunks sent from a thread, so the next chunk is parsed while Postgres ingests this one.
+
+    Nothing else uses the connection meanwhile except the writer's own rare look-ups (dataset names),
+    which psycopg serialises behind the running COPY. The queue is short: memory stays flat."""
+
+    def __init__(self, driver_connection: Any) -> None:
+        self._connection = driver_connection
+        self._jobs: queue.Queue[tuple[str, list[str], str] | None] = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ingest-copy", daemon=True)
+        self._thread.start()
+
+    def send(self, model: type, rows: list[dict[str, Any]]) -> None:
+        if self._error is not None:
+            raise self._error
+        columns = list(rows[0])
+        text = "".join("\t".join(_copy_field(row[c]) for c in columns) + "\n" for row in rows)
+        self._jobs.put((model.__table__.name, columns, text))  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            if self._error is not None:
+                continue  # drain: after a failure nothing more is sent
+            table, columns, text = job
+            try:
+                with self._connection.cursor() as cur:
+                    with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                        copy.write(text)
+            except BaseException as exc:  # handed to the caller's thread, which rolls back
+                self._error = exc
+
+    def close(self, *, raise_error: bool = True) -> None:
+        """Wait until every chunk sent is written; raise the first error unless told not to."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+        if raise_error and self._error is not None:
+            raise self._error

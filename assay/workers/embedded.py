@@ -89,10 +89,14 @@ def ingest_file(path: Path, suite: str, created_by: str) -> uuid.UUID:
             ),
         )
         writer.begin()
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                writer.feed(chunk)
-        result = writer.finish()
+        try:
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    writer.feed(chunk)
+            result = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
         return result.batch.id
 
 

@@ -78,6 +78,7 @@ async def create_batch(
         max_reported_bad_lines=settings.max_reported_bad_lines,
     )
     session = new_session()
+    writer: BatchWriter | None = None
     try:
         await run_in_threadpool(session.begin)
 
@@ -113,6 +114,8 @@ async def create_batch(
             response.headers["Idempotent-Replay"] = "true"
         await run_in_threadpool(session.commit)
     except BaseException:
+        if writer is not None:
+            await run_in_threadpool(writer.abort)
         await run_in_threadpool(session.rollback)
         raise
     finally:
