@@ -5,28 +5,30 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from assay.scoring.errors import NotFound
 from assay.scoring.hashcache import HashCache
+from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
 from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite
 
 
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+def register_criteria(session: Session, criteria: Criteria) -> str:
+    """Store a criteria definition once per hash (idempotent); returns the hash."""
+    criteria_hash = criteria.criteria_hash
+    session.execute(
+        dialect_insert(session)(CriteriaDefinition)
+        .values(criteria_hash=criteria_hash, criteria_content=criteria.model_dump(mode="json"), created_at=utcnow())
+        .on_conflict_do_nothing(index_elements=["criteria_hash"])
+    )
+    return criteria_hash
 
 
 def register_suite(session: Session, suite: Suite) -> str:
     """Store the suite's criteria (once per hash) and make its hash the suite's current one."""
-    insert = _insert(session)
-    session.execute(
-        insert(CriteriaDefinition)
-        .values(criteria_hash=suite.criteria_hash, criteria_content=suite.criteria.model_dump(mode="json"), created_at=utcnow())
-        .on_conflict_do_nothing(index_elements=["criteria_hash"])
-    )
+    register_criteria(session, suite.criteria)
+    insert = dialect_insert(session)
     values = dict(
         name=suite.name,
         kind=suite.criteria.kind,

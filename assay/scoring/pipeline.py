@@ -21,12 +21,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import and_, case, func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import get_kind
+from assay.scoring.store.db import dialect_insert
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
@@ -126,8 +125,7 @@ def create_components(
                 )
             )
     if rows:
-        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-        session.execute(insert(ScoreComponent).on_conflict_do_nothing(), rows)
+        session.execute(dialect_insert(session)(ScoreComponent).on_conflict_do_nothing(), rows)
     return refs
 
 

@@ -6,9 +6,12 @@ from pathlib import Path
 import pytest
 
 from assay.scoring.errors import CriteriaError, NotFound
+from assay.scoring.metrics.registry import registered_metrics
 from assay.scoring.suites import canonical_json, list_suite_names, load_suite, parse_suite
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
+
+SCHEMA_MATCH_VERSION = registered_metrics()["kql.schema_match"][0]
 
 BASE = """
 name: t
@@ -16,7 +19,7 @@ kind: kql
 enabled: ${T_ENABLED:-true}
 threshold: 0.9
 components:
-  schema_match: {weight: 0.5, metric: kql.schema_match, version: 1}
+  schema_match: {weight: 0.5, metric: kql.schema_match, version: SCHEMA_MATCH_VERSION}
   llm_grading: {weight: 0.5, judge: true}
 judge:
   model: ${T_MODEL:-claude-haiku-5-5}
@@ -24,7 +27,7 @@ judge:
   verdict: kql_grade
   prompt: "Grade {{GENERATED_KQL}} against {{EXPECTED_KQL}} for {{PROMPT}}."
   timeout_seconds: 30
-"""
+""".replace("SCHEMA_MATCH_VERSION", str(SCHEMA_MATCH_VERSION))
 
 
 def parse(text: str, env: dict | None = None):
@@ -56,10 +59,10 @@ components:
     judge: true
     weight: 0.5
   schema_match:
-    version: 1
+    version: SCHEMA_MATCH_VERSION
     metric: kql.schema_match
     weight: 0.50
-"""
+""".replace("SCHEMA_MATCH_VERSION", str(SCHEMA_MATCH_VERSION))
     assert parse(reordered).criteria_hash == parse(BASE).criteria_hash
 
 
@@ -128,7 +131,7 @@ def test_unknown_metric_and_wrong_version_are_refused():
     with pytest.raises(CriteriaError, match="unknown metric"):
         parse(BASE.replace("kql.schema_match", "kql.nope"))
     with pytest.raises(CriteriaError, match="version"):
-        parse(BASE.replace("version: 1", "version: 99"))
+        parse(BASE.replace(f"version: {SCHEMA_MATCH_VERSION}", "version: 99"))
 
 
 def test_unknown_kind_and_bad_yaml_are_clear_errors():

@@ -25,15 +25,13 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, selectinload
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
 from assay.api.publish import publish_components
 from assay.scoring import datasets
-from assay.scoring.criteria import current_suite, load_criteria
+from assay.scoring.criteria import current_suite, load_criteria, register_criteria
 from assay.scoring.errors import CriteriaError, InvalidInput, NotFound
 from assay.scoring.ingest import item_content_hash
 from assay.scoring.kinds import get_kind
@@ -41,7 +39,7 @@ from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.pipeline import ComponentRef, create_components
 from assay.scoring.store.db import transaction
 from assay.scoring.views import component_view
-from assay.scoring.store.models import FINISHED_SCORE_STATUSES, CriteriaDefinition, Item, Score, utcnow
+from assay.scoring.store.models import FINISHED_SCORE_STATUSES, Item, Score, utcnow
 from assay.scoring.suites import Criteria, canonical_json, load_model_catalog
 from assay.settings import get_settings
 
@@ -121,10 +119,6 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 # --- creating the score ----------------------------------------------------------------------------
 
 
-def _insert(session: Session):  # type: ignore[no-untyped-def]
-    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-
-
 def _criteria_for(session: Session, criteria_hash: str, suite: str, model: str | None) -> tuple[str, Criteria]:
     """The suite's criteria, or the variant whose judge is ``model`` (registered on first use)."""
     criteria = load_criteria(session, criteria_hash)
@@ -137,13 +131,7 @@ def _criteria_for(session: Session, criteria_hash: str, suite: str, model: str |
     except CriteriaError as exc:
         raise InvalidInput(f"model {model!r} cannot judge: {exc.message}") from None
     variant = criteria.model_copy(update={"judge": criteria.judge.model_copy(update={"model": name})})
-    variant_hash = variant.criteria_hash
-    session.execute(
-        _insert(session)(CriteriaDefinition)
-        .values(criteria_hash=variant_hash, criteria_content=variant.model_dump(mode="json"), created_at=utcnow())
-        .on_conflict_do_nothing(index_elements=["criteria_hash"])
-    )
-    return variant_hash, variant
+    return register_criteria(session, variant), variant
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -77,6 +77,14 @@ def transaction() -> Iterator[Session]:
         session.close()
 
 
+def dialect_insert(session: Session):  # type: ignore[no-untyped-def]
+    """The dialect's INSERT construct (PostgreSQL's and SQLite's both offer ON CONFLICT)."""
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+
+
 def alembic_config(url: str | None = None):  # type: ignore[no-untyped-def]
     from alembic.config import Config
 
