@@ -85,6 +85,7 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
     if batch is None or batch.status != "planning":
         # Gone, cancelled, already planned, or another planner holds the row right now.
         return PlanStep([], finished=batch is None or batch.status != "planning")
+    batch.planner_seen_at = utcnow()
     rows = session.execute(
         select(Score.id, Score.position, Score.criteria_hash)
         .where(Score.batch_id == batch_id, Score.position > batch.planned_position)
@@ -484,8 +485,20 @@ def reconcile(session: Session, *, requeue_after_seconds: float, limit: int = 50
             .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
             .values(enqueued_at=now)
         )
-    planning = list(session.scalars(select(Batch.id).where(Batch.status == "planning")))
+    # A planner waiting on backpressure checks in too (note_planner_waiting): only silent ones restart.
+    planning = list(
+        session.scalars(
+            select(Batch.id).where(
+                Batch.status == "planning", or_(Batch.planner_seen_at.is_(None), Batch.planner_seen_at < stale)
+            )
+        )
+    )
     return ReconcileReport(refs, planning)
+
+
+def note_planner_waiting(session: Session, batch_id: uuid.UUID) -> None:
+    """A planner paused by backpressure is alive: say so, so the reconciler starts no second one."""
+    session.execute(update(Batch).where(Batch.id == batch_id).values(planner_seen_at=utcnow()))
 
 
 def expire_poison(session: Session, ref: ComponentRef, attempts: int, max_attempts: int) -> bool:

@@ -65,6 +65,8 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     settings = get_settings()
     for _ in range(chunks_per_run):
         if max(queue_depth(Queue.METRICS), queue_depth(Queue.JUDGE)) > settings.max_queue_depth:
+            with transaction() as session:
+                pipeline.note_planner_waiting(session, uuid.UUID(batch_id))
             plan_batch.apply_async(args=(batch_id,), countdown=2.0)
             return
         with transaction() as session:

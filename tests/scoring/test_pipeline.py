@@ -239,3 +239,19 @@ def test_reconciler_restarts_planning_batches(clean_db):
     batch_id, _ = make_batch(2)
     with transaction() as s:
         assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
+
+
+def test_reconciler_leaves_a_live_planner_alone(clean_db):
+    batch_id, _ = make_batch(3)
+    with transaction() as s:
+        pipeline.plan_chunk(s, batch_id, chunk_size=1)  # a planner at work checks in
+    with transaction() as s:
+        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == []
+    with transaction() as s:  # ... and one silent for longer than requeue_after is restarted
+        s.execute(update(Batch).where(Batch.id == batch_id).values(planner_seen_at=utcnow() - timedelta(seconds=60)))
+    with transaction() as s:
+        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
+    with transaction() as s:
+        pipeline.note_planner_waiting(s, batch_id)  # waiting on backpressure counts as alive
+    with transaction() as s:
+        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == []

@@ -111,6 +111,8 @@ class Batch(Base):
     finished_items: Mapped[int] = mapped_column(Integer, default=0)
     # How far the planner got enqueueing (by score position); lets it resume after a crash.
     planned_position: Mapped[int] = mapped_column(Integer, default=-1)
+    # When a planner last worked on (or waited for) this batch: the reconciler restarts only a silent one.
+    planner_seen_at: Mapped[datetime | None]
     summary: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     started_at: Mapped[datetime | None]
