@@ -20,6 +20,14 @@ import httpx
 import psycopg
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # `timeout` and CI send SIGTERM: exit through the finally blocks, which stop every child we started.
+    raise SystemExit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _exit_on_sigterm)
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -184,6 +192,21 @@ def database_size_mb(env: dict[str, str]) -> float:
     url = env["ASSAY_DATABASE_URL"].replace("+psycopg", "")
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 1024**2
+
+
+def config_with_rate_limit(target: Path, requests_per_minute: int) -> Path:
+    """A copy of config/ whose models allow ``requests_per_minute`` (and tokens to match)."""
+    import shutil
+
+    import yaml
+
+    shutil.copytree(REPO / "config", target)
+    models = yaml.safe_load((target / "models.yaml").read_text())
+    for model in models["models"].values():
+        model["requests_per_minute"] = requests_per_minute
+        model["input_tokens_per_minute"] = requests_per_minute * 10_000
+    (target / "models.yaml").write_text(yaml.safe_dump(models))
+    return target
 
 
 def write_items(path: Path, n: int) -> Path:

@@ -2,7 +2,8 @@
 bound C/L and a plain asyncio loop over the Anthropic SDK on the same fake, in the same run.
 
 Steady-state rates are taken from the fake's own call log between 10% and 90% of the calls, so
-start-up and the tail do not count.
+start-up and the tail do not count. The models' configured rate limits are lifted for the run (a
+copy of config/ with --rpm requests/minute), so the pipeline is measured, not the governor's cap.
 
     .venv/bin/python -m bench.judge_throughput --latency 2 --concurrency 64 --items 1280
     .venv/bin/python -m bench.judge_throughput --latency 0.05 --concurrency 64 --items 2000
@@ -57,13 +58,15 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1280)
     parser.add_argument("--latency", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rpm", type=int, default=1_000_000, help="requests/minute the governor allows per model")
     args = parser.parse_args()
 
     fake, fake_url = harness.start_fake(args.latency)
     control = httpx.Client(base_url=fake_url)
     try:
         with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
-            env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url}
+            config = harness.config_with_rate_limit(Path(tmp) / "config", args.rpm)
+            env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url, "ASSAY_CONFIG_DIR": str(config)}
             api, url = harness.start_api(env)
             workers = [
                 harness.start_worker(env, "metrics,control", "prefork", 2, "metrics"),

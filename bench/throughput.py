@@ -26,7 +26,9 @@ def main() -> None:
 
     with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
         fake, fake_url = harness.start_fake(args.latency)
-        env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url}
+        # Lift the configured rate limits: this measures the pipeline, not the governor's cap.
+        config = harness.config_with_rate_limit(Path(tmp) / "config", 1_000_000)
+        env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url, "ASSAY_CONFIG_DIR": str(config)}
         api, url = harness.start_api(env)
         workers = [
             harness.start_worker(env, "metrics,control", "prefork", args.metrics_concurrency, "metrics"),
