@@ -7,7 +7,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.scoring.errors import NotFound
+from assay.scoring.errors import Conflict, NotFound
 from assay.scoring.hashcache import HashCache
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
@@ -50,10 +50,13 @@ def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
 
 
 def current_suite(session: Session, name: str) -> SuiteRecord:
+    """The suite's registered record; new work is refused while its file says ``enabled: false``."""
     record = session.get(SuiteRecord, name)
     if record is None:
         known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
         raise NotFound(f"no suite named {name!r}; available: {', '.join(known) or 'none'}")
+    if not record.options.get("enabled", True):
+        raise Conflict(f"suite {name!r} is disabled (enabled: false in its file); it takes no new work")
     return record
 
 

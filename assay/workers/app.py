@@ -6,6 +6,7 @@ from enum import StrEnum
 from typing import Any, Callable
 
 from celery import Celery
+from celery.signals import beat_init
 from kombu import Exchange, Queue as KombuQueue
 
 from assay.settings import get_settings
@@ -63,6 +64,16 @@ def make_celery() -> Celery:
 
 
 app = make_celery()
+
+
+@beat_init.connect
+def _register_suites_at_beat_start(**_: Any) -> None:
+    # Beat, like the API, registers each suite's current criteria when it starts.
+    from assay.scoring.criteria import register_all_suites
+    from assay.scoring.store.db import transaction
+
+    with transaction() as session:
+        register_all_suites(session, get_settings().config_dir)
 # Filled by the decorator below; Celery reads routes when it first publishes, after tasks registered.
 _routes: dict[str, dict[str, str]] = {}
 app.conf.task_routes = _routes

@@ -250,3 +250,16 @@ def test_nul_characters_and_unicode_edges(api_client):
         prompts = {i.payload["prompt"] for i in s.query(Item).all()}
     assert edgy["prompt"] in prompts  # stored byte-for-byte through COPY's escaping
     assert batch
+
+
+def test_a_disabled_suite_takes_no_new_work(api_client):
+    from sqlalchemy import update
+
+    from assay.scoring.store.models import SuiteRecord
+
+    with transaction() as s:
+        record = s.get(SuiteRecord, "kql")
+        s.execute(update(SuiteRecord).where(SuiteRecord.name == "kql").values(options={**record.options, "enabled": False}))
+    r = api_client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD))
+    assert r.status_code == 409 and "disabled" in r.json()["message"]
+    assert counts() == (0, 0, 0)
