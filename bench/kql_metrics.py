@@ -27,18 +27,23 @@ from assay.scoring.datasets import Table
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import offline
 from assay.scoring.kql.parser import _parse_cached
-from assay.scoring.metrics.registry import MetricContext, build_metric
+from assay.scoring.metrics.registry import MetricContext, build_metric, registered_metrics
 
 NOW = datetime(2007, 12, 31, tzinfo=timezone.utc)
 STATES = ["TEXAS", "KANSAS", "IOWA", "OHIO", "FLORIDA", "UTAH", "MAINE", "IDAHO", "OREGON", "NEVADA"]
 EVENTS = ["Hail", "Flood", "Tornado", "Heat", "Blizzard", "Drought", "Lightning", "High Wind"]
 
 
+def metric(name: str, args: dict[str, object]) -> object:
+    """The metric as the code registers it now (its current version)."""
+    return build_metric(name, registered_metrics()[name][0], args, "kql")
+
+
 def metrics(strict: bool) -> dict[str, object]:
     return {
-        "schema_match": build_metric("kql.schema_match", 1, {}, "kql"),
-        "semantic_similarity": build_metric("kql.semantic_similarity", 1, {"strict": strict}, "kql"),
-        "results_match": build_metric("kql.results_match", 1, {"mode": "f1" if strict else "recall"}, "kql"),
+        "schema_match": metric("kql.schema_match", {}),
+        "semantic_similarity": metric("kql.semantic_similarity", {"strict": strict}),
+        "results_match": metric("kql.results_match", {"mode": "f1" if strict else "recall"}),
     }
 
 
@@ -138,7 +143,7 @@ def bench_execution(pairs: int, rows_n: int) -> None:
     offline.clear()
     table = storm_table(rows_n)
     loader = lambda _hash: {"StormEvents": table}  # noqa: E731
-    scorer = build_metric("kql.results_match", 1, {"mode": "recall"}, "kql")
+    scorer = metric("kql.results_match", {"mode": "recall"})
     start = time.perf_counter()
     offline.execute("StormEvents | count", "bench", NOW, loader)
     print(f"offline execution: {rows_n:,}-row table ({len(table.data) / 1e6:.1f} MB CSV) loaded in {time.perf_counter() - start:.2f} s")

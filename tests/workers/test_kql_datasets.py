@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from assay.scoring.kql.report import kql_report_row
+from assay.scoring.kql.report import kql_live_lines, kql_report_row
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Item, Score
 from tests.conftest import REPO
@@ -60,14 +60,14 @@ def test_items_without_a_registered_dataset_are_rejected(api_client) -> None:
 def test_dataset_items_are_scored_offline(api_client, storm, judged_worker, fake_judge) -> None:
     batch_id = submit(api_client, EXAMPLES.read_bytes())
     view = wait_finished(api_client, batch_id, timeout=120)
-    assert view["status"] == "completed" and view["progress"]["completed"] == 10 and view["progress"]["errored"] == 0
+    assert view["status"] == "completed" and view["progress"]["completed"] == 11 and view["progress"]["errored"] == 0
     results = by_id(api_client, batch_id)
 
     with transaction() as session:  # ingest replaced the name by the content hash
         payloads = [i.payload for i in session.scalars(select(Item).where(Item.dataset_hash == storm))]
-    assert len(payloads) == 10 and {p["dataset"] for p in payloads} == {storm}
+    assert len(payloads) == 11 and {p["dataset"] for p in payloads} == {storm}
 
-    for name in ("storm-perfect-match", "storm-equivalent-rewrite", "storm-in-vs-or"):
+    for name in ("storm-perfect-match", "storm-equivalent-rewrite", "storm-in-vs-or", "storm-aggregation-alias"):
         r = results[name]
         assert {n: s for n, s in scores(r).items() if n != "llm_grading"} == {
             "schema_match": 1.0,
@@ -76,6 +76,9 @@ def test_dataset_items_are_scored_offline(api_client, storm, judged_worker, fake
         }, name
         assert r["components"]["results_match"]["details"]["source"] == "offline"
         assert r["components"]["results_match"]["details"]["now"] == "2007-12-31T00:00:00+00:00"
+    alias = results["storm-aggregation-alias"]["components"]
+    assert alias["schema_match"]["details"]["renamed_columns"] == {"TotalDamage": "sum_DamageProperty"}
+    assert alias["results_match"]["details"]["renamed_columns"] == {"TotalDamage": "sum_DamageProperty"}
 
     # Design 000's recall is fooled by a dropped filter: every expected row is still there.
     dropped = results["storm-dropped-filter"]
@@ -101,7 +104,7 @@ def test_dataset_items_are_scored_offline(api_client, storm, judged_worker, fake
 
     for r in results.values():
         assert r["passed"] == (r["total_score"] >= 0.9 and r["error_message"] is None)
-    assert fake_judge.calls()["total"] == 10
+    assert fake_judge.calls()["total"] == 11
 
     # The report columns, read from the stored scores.
     with transaction() as session:
@@ -111,12 +114,25 @@ def test_dataset_items_are_scored_offline(api_client, storm, judged_worker, fake
             .options(selectinload(Score.components), selectinload(Score.item))
         ).all()
         rows = {s.item.external_id: kql_report_row(s) for s in stored}
+        live = {s.item.external_id: kql_live_lines(s, 0.9) for s in stored}
     unknown = rows["storm-unknown-column"]
     assert unknown["Score Status"] == "FAIL" and "Country" in unknown["Execution Error"]
     assert unknown["Generated Query"] == 'StormEvents | where Country == "US" | count'
     perfect = rows["storm-perfect-match"]
     assert perfect["Schema Match Score"] == 1.0 and perfect["Execution Error"] is None and perfect["LLM Reasoning"]
     assert perfect["Score Status"] == ("PASS" if results["storm-perfect-match"]["passed"] else "FAIL")
+
+    # Design 000's live lines, read from the stored scores.
+    query, executed, verdict, parts = live["storm-perfect-match"]
+    assert query == "Query: StormEvents | where StartTime > ago(30d) | summarize count() by State"
+    assert executed == "Query executed (results: 19)"  # 19 states had a storm in the 30 days before the pinned now
+    total = results["storm-perfect-match"]["total_score"]
+    assert verdict.startswith(f"Score: {100 * total:.1f}% (") and ("PASS ≥90%" in verdict) is (total >= 0.9)
+    assert parts.startswith("Schema: 100% | Semantic: 100% | Results: 100% | LLM: ")
+    assert live["storm-unknown-column"][1].startswith("Query failed: ") and "Country" in live["storm-unknown-column"][1]
+    assert live["storm-engine-gap"][1].startswith("Query not executed offline: the generated query cannot be executed offline")
+    assert live["storm-engine-gap"][2].endswith("(partial)")
+    assert live["storm-engine-gap-with-results"][1] == "Query executed (results: 1)"  # the supplied rows
 
 
 def test_strict_suite_catches_the_dropped_filter(api_client, storm, judged_worker) -> None:

@@ -32,9 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds import Kind
-from assay.scoring.kql.report import kql_report_row
 from assay.scoring.kql import KqlParseError, offline, parse_query
-from assay.scoring.kql.results import ResultsMode, compare_rows
+from assay.scoring.kql.report import kql_live_lines, kql_report_row
+from assay.scoring.kql.results import (
+    ResultsMode,
+    align_columns,
+    column_key,
+    compare_rows,
+)
 from assay.scoring.kql.similarity import SimilarityWeights, compare_structures
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, metric
 
@@ -86,10 +91,6 @@ class KqlGrade(BaseModel):
 
     score: float = Field(..., ge=0.0, le=1.0, description="0 = useless, 1 = fully correct and equivalent")
     reasoning: str = Field(..., description="Why this score: correctness, tables, filters, aggregations, efficiency")
-
-
-def _normalise_column(name: str) -> str:
-    return name.strip().lower()
 
 
 @dataclass
@@ -157,9 +158,14 @@ def _nothing_to_compare(returned: _Returned, missing: str) -> ComponentResult:
     return ComponentResult.skipped(f"the item has no {missing} to compare with")
 
 
-@metric("kql.schema_match", version=1, kinds=("kql",))
+@metric("kql.schema_match", version=2, kinds=("kql",))
 def schema_match() -> Any:
-    """Design 000: ``1 - missing / expected`` columns; extra columns are free."""
+    """Design 000: ``1 - missing / expected`` columns; extra columns are free.
+
+    A column is missing when the generated result has it under no name: a column renamed by an
+    alias, whose values show it is the same column (:func:`~assay.scoring.kql.results.align_columns`),
+    counts as present and is listed in ``renamed_columns`` (expected name -> generated name).
+    Version 2: renamed columns (version 1 counted them missing)."""
 
     def score(item: KqlItem, ctx: MetricContext) -> ComponentResult:
         returned = _returned(item, ctx)
@@ -175,14 +181,25 @@ def schema_match() -> Any:
         if returned.generated_columns is None and returned.unsupported:
             return _nothing_to_compare(returned, "generated columns")
         generated_columns = returned.generated_columns or []
-        generated = {_normalise_column(c) for c in generated_columns}
-        wanted = {_normalise_column(e) for e in expected}
-        missing = [c for c in expected if _normalise_column(c) not in generated]
-        extra = [c for c in generated_columns if _normalise_column(c) not in wanted]
-        return ComponentResult.ok(
-            1.0 - len(missing) / len(expected),
-            {"expected_columns": expected, "missing_columns": missing, "extra_columns": extra, **returned.details},
+        renamed = align_columns(
+            expected, returned.expected_rows or [], generated_columns, returned.generated_rows or []
         )
+        generated = {column_key(c) for c in generated_columns}
+        wanted = {column_key(e) for e in expected}
+        used = {column_key(g) for g in renamed.values()}
+        missing = [c for c in expected if column_key(c) not in generated and c not in renamed]
+        extra = [c for c in generated_columns if column_key(c) not in wanted and column_key(c) not in used]
+        details: dict[str, Any] = {
+            "expected_columns": expected,
+            "missing_columns": missing,
+            "extra_columns": extra,
+            "renamed_columns": renamed,
+        }
+        if renamed:
+            details["note"] = (
+                "renamed columns count as present: the generated result holds their values under another name"
+            )
+        return ComponentResult.ok(1.0 - len(missing) / len(expected), {**details, **returned.details})
 
     return score
 
@@ -221,10 +238,13 @@ def semantic_similarity(
     return score
 
 
-@metric("kql.results_match", version=1, kinds=("kql",))
+@metric("kql.results_match", version=2, kinds=("kql",))
 def results_match(mode: ResultsMode = "recall", max_rows: int = 100) -> Any:
     """Design 000: expected rows found / expected rows (``recall``); ``f1`` also penalises extra rows.
-    Row order counts only when the expected query ends in a sort."""
+    Row order counts only when the expected query ends in a sort. A column renamed by an alias is
+    compared under its expected name (``renamed_columns`` in the details; formula and rule in
+    :mod:`assay.scoring.kql.results`). ``generated_rows`` in the details is the number of rows the
+    generated query returned. Version 2: renamed columns (version 1 found no row with one)."""
     if mode not in ("recall", "f1"):
         raise CriteriaError(f"kql.results_match: mode must be 'recall' or 'f1', got {mode!r}")
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
@@ -247,7 +267,13 @@ def results_match(mode: ResultsMode = "recall", max_rows: int = 100) -> Any:
         except KqlParseError as exc:
             ordered, note = False, f"row order ignored: the expected query does not parse ({exc.message})"
         value, details = compare_rows(
-            returned.expected_rows, returned.generated_rows, ordered=ordered, mode=mode, max_rows=max_rows
+            returned.expected_rows,
+            returned.generated_rows,
+            ordered=ordered,
+            mode=mode,
+            max_rows=max_rows,
+            expected_columns=returned.expected_columns,
+            generated_columns=returned.generated_columns,
         )
         if note:
             details["note"] = note
@@ -292,4 +318,5 @@ KIND = Kind(
     verdict_score=_verdict_score,
     pass_blockers=_pass_blockers,
     report_row=kql_report_row,
+    live_lines=kql_live_lines,
 )

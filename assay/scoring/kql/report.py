@@ -1,5 +1,5 @@
-"""The columns of KQL reports: design 000's seven fields, plus the prompt, both queries and any
-execution error, for one stored score.
+"""The columns of KQL reports (design 000's seven fields, plus the prompt, both queries and any
+execution error) and design 000's live-result lines, for one stored score.
 
 Design 000's fields, in its order:
 
@@ -13,6 +13,21 @@ Design 000's fields, in its order:
 Then ``Prompt``, ``Generated Query``, ``Expected Query`` and ``Execution Error``: the error the item
 reports for its generated query, else the one its offline run found (or the parser's, when the
 generated query does not parse); an expected query that failed is reported as ``expected query: ...``.
+
+Live results (:func:`kql_live_lines`), as design 000's batch view shows each query::
+
+    Query: <generated KQL on one line, cut at 200 characters>
+    Query executed (results: 12)
+    Score: 92.5% (PASS ≥90%)
+    Schema: 100% | Semantic: 85% | Results: 95% | LLM: 90%
+
+The second line is ``Query failed: <error>`` when the generated query did not execute (or does not
+parse), and ``Query not executed offline: <reason>`` when no results were compared (an engine gap
+with nothing supplied to fall back on, or an item with neither results nor a dataset). ``results``
+is the number of rows the generated query returned (offline, or supplied in the item). The score
+reads ``FAIL <90%`` below the threshold, and ``(partial)`` follows when a skipped component's weight
+was spread over the others (the judge was skipped, say). A component without a score shows its
+status (``skipped``, ``failed``). A score that failed shows ``Query: ...`` then ``ERROR: <message>``.
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ from typing import Any
 
 from assay.scoring.store.models import ACTIVE_SCORE_STATUSES, Score
 
-__all__ = ["COMPONENT_COLUMNS", "REPORT_COLUMNS", "kql_report_row"]
+__all__ = ["COMPONENT_COLUMNS", "LIVE_LABELS", "REPORT_COLUMNS", "kql_live_lines", "kql_report_row"]
 
 # Report column -> the component it shows, as the shipped KQL suites (kql, kql_strict) name them.
 COMPONENT_COLUMNS: dict[str, str] = {
@@ -44,6 +59,16 @@ REPORT_COLUMNS: tuple[str, ...] = (
 )
 
 _DID_NOT_EXECUTE = "generated query did not execute"
+_DOES_NOT_PARSE = "the generated query does not parse"
+
+# Live-line label -> the component it shows, in design 000's order.
+LIVE_LABELS: dict[str, str] = {
+    "Schema": "schema_match",
+    "Semantic": "semantic_similarity",
+    "Results": "results_match",
+    "LLM": "llm_grading",
+}
+QUERY_CHARS = 200
 
 
 def kql_report_row(
@@ -106,4 +131,79 @@ def _execution_error(payload: Mapping[str, Any], by_name: Mapping[str, Any], nam
         comp = by_name.get(names[column])
         if comp is not None and comp.status == "failed" and (comp.reason or "").startswith("the expected query did not execute"):
             return f"expected query: {comp.reason.split(': ', 1)[-1]}"
+    return None
+
+
+def kql_live_lines(score: Score, threshold: float) -> list[str]:
+    """Design 000's live-result lines for one score (see the module docstring).
+
+    ``score.components`` and ``score.item`` are read (load them with the score)."""
+    payload = score.item.payload if score.item is not None else {}
+    lines = [f"Query: {_one_line(str(payload.get('generated_kql') or ''))}"]
+    if score.status in ACTIVE_SCORE_STATUSES:
+        return [*lines, f"Scoring: {score.status}"]
+    if score.status != "completed" or score.total is None:
+        return [*lines, f"ERROR: {score.error_message or score.status}"]
+
+    by_name = {c.component: c for c in score.components}
+    lines.append(_execution_line(payload, by_name))
+    if score.passed:
+        verdict = f"PASS ≥{_percent_threshold(threshold)}"
+    elif score.total < threshold - 1e-12:
+        verdict = f"FAIL <{_percent_threshold(threshold)}"
+    else:  # the total reached the threshold, but the pass rule blocked the item
+        verdict = f"FAIL: {_one_line(score.error_message or 'blocked by the pass rule')}"
+    partial = " (partial)" if score.partial else ""
+    lines.append(f"Score: {100 * score.total:.1f}% ({verdict}){partial}")
+    parts = []
+    for label, name in LIVE_LABELS.items():
+        comp = by_name.get(name)
+        if comp is not None:
+            parts.append(f"{label}: {_percent(comp.score) if comp.status == 'ok' and comp.score is not None else comp.status}")
+    lines.append(" | ".join(parts))
+    return lines
+
+
+def _one_line(text: str, limit: int = QUERY_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _percent(value: float) -> str:
+    shown = round(100 * value)
+    if shown == 100 and value < 1.0:
+        shown = 99  # never show a full mark that was not earned
+    return f"{shown}%"
+
+
+def _percent_threshold(threshold: float) -> str:
+    return f"{100 * threshold:g}%"
+
+
+def _execution_line(payload: Mapping[str, Any], by_name: Mapping[str, Any]) -> str:
+    error = _generated_error(payload, by_name, (_DID_NOT_EXECUTE,))
+    if error:
+        return f"Query failed: {_one_line(error)}"
+    results = by_name.get(COMPONENT_COLUMNS["Results Match Score"])
+    details = (results.details or {}) if results is not None else {}
+    if results is not None and results.status == "ok" and "generated_rows" in details:
+        return f"Query executed (results: {details['generated_rows']})"
+    if isinstance(payload.get("generated_results"), list):  # the item's word: it ran elsewhere
+        return f"Query executed (results: {len(payload['generated_results'])})"
+    error = _generated_error(payload, by_name, (_DOES_NOT_PARSE,))
+    if error:
+        return f"Query failed: {_one_line(error)}"
+    if results is not None and results.reason:
+        return f"Query not executed offline: {_one_line(results.reason)}"
+    return "Query not executed offline: no results were compared"
+
+
+def _generated_error(payload: Mapping[str, Any], by_name: Mapping[str, Any], reasons: tuple[str, ...]) -> str | None:
+    if payload.get("generated_error"):
+        return str(payload["generated_error"])
+    for name in ("results_match", "schema_match", "semantic_similarity"):
+        comp = by_name.get(name)
+        details = (comp.details or {}) if comp is not None else {}
+        if comp is not None and comp.status == "ok" and details.get("reason") in reasons:
+            return str(details.get("error") or details["reason"])
     return None

@@ -20,6 +20,30 @@ Scores, with E = the compared expected rows and G the generated rows::
 
 When the expected query returned no rows, the score is 1.0 if the generated query returned none
 either and 0.0 otherwise, in both modes.
+
+Renamed columns (:func:`align_columns`, used by results match and schema match alike). An alias
+changes a column's name, not its values: ``summarize count()`` returns ``count_`` where
+``summarize Count = count()`` returns ``Count``. So an expected column that the generated result
+lacks by name (names compare case-insensitively) is matched to a generated column whose name no
+expected column has, when the data show it is the same column:
+
+- the two columns hold the same multiset of normalised values (as above: ``1`` ≡ ``1.0``, nulls as
+  one) over all the rows of both results, so both results have as many rows; a generated column
+  that some row lacks is never matched;
+- the column must carry evidence: a column of one repeated value over two rows or more (all null,
+  all ``0``, all the same count) is never matched, and neither is a one-row result whose value is
+  trivial (null, ``true`` / ``false``, ``0``, ``1``, ``""``): such values agree by coincidence;
+- each generated column is matched at most once; the expected columns are taken in their order, and
+  when several generated columns qualify, the one at the same position wins, else the nearest
+  (the earlier on a tie);
+- no rows, no evidence: an empty result matches nothing.
+
+A matched column is then compared under the expected name, row by row with the other columns, so a
+wrong pairing still fails the rows. The details record the matches as ``renamed_columns``
+(expected name -> generated name). This cannot turn a wrong aggregation into a right one: a column
+whose values differ is not matched, and one whose values agree *everywhere* (``dcount(EventId)``
+where every id is distinct, so it equals ``count()``) agrees on the data too, under any name; the
+semantic similarity is what tells such twins apart.
 """
 
 from __future__ import annotations
@@ -63,14 +87,65 @@ def _value_key(value: Any) -> Hashable:
     return ("dynamic", json.dumps(value, sort_keys=True, default=str))
 
 
+def column_key(name: Any) -> str:
+    """A column name as names are compared: case-insensitively, surrounding blanks ignored."""
+    return str(name).strip().lower()
+
+
 def _row_key(row: Row, columns: Sequence[str]) -> tuple[Hashable, ...]:
-    lowered = {str(k).lower(): v for k, v in row.items()}
+    lowered = {column_key(k): v for k, v in row.items()}
     return tuple(_value_key(lowered[c]) if c in lowered else _MISSING for c in columns)
 
 
-def _jsonable(row: Row) -> Row:
-    plain = str | int | float | bool | list | dict
-    return {k: v if v is None or isinstance(v, plain) else str(v) for k, v in row.items()}
+# One-row values that agree by coincidence too often to say two columns are the same.
+_TRIVIAL = frozenset({_NULL, ("bool", True), ("bool", False), ("number", 0), ("number", 1), ("text", "")})
+
+
+def _profile(rows: Sequence[dict[str, Any]], column: str) -> Counter | None:
+    """The multiset of a column's normalised values over ``rows`` (keyed by :func:`column_key`), or
+    None when it is no evidence of identity: a row lacks the column, the column repeats one value
+    over several rows, or its one row holds a trivial value."""
+    values: Counter = Counter()
+    for row in rows:
+        if column not in row:
+            return None
+        values[_value_key(row[column])] += 1
+    if not values or (len(rows) > 1 and len(values) == 1):
+        return None
+    if len(rows) == 1 and next(iter(values)) in _TRIVIAL:
+        return None
+    return values
+
+
+def align_columns(
+    expected_columns: Sequence[str],
+    expected_rows: Sequence[Row],
+    generated_columns: Sequence[str],
+    generated_rows: Sequence[Row],
+) -> dict[str, str]:
+    """Expected column -> the generated column it was renamed to, by the rule in the module
+    docstring (names as given; only columns missing by name can appear)."""
+    expected = list(dict.fromkeys(str(c) for c in expected_columns))
+    generated = list(dict.fromkeys(str(c) for c in generated_columns))
+    expected_keys = {column_key(c) for c in expected}
+    generated_keys = {column_key(c) for c in generated}
+    missing = [(i, c) for i, c in enumerate(expected) if column_key(c) not in generated_keys]
+    spare = [(j, c) for j, c in enumerate(generated) if column_key(c) not in expected_keys]
+    if not missing or not spare or not expected_rows or len(expected_rows) != len(generated_rows):
+        return {}
+    lowered_expected = [{column_key(k): v for k, v in row.items()} for row in expected_rows]
+    lowered_generated = [{column_key(k): v for k, v in row.items()} for row in generated_rows]
+    spare_profiles = {c: _profile(lowered_generated, column_key(c)) for _, c in spare}
+    renamed: dict[str, str] = {}
+    for i, name in missing:
+        want = _profile(lowered_expected, column_key(name))
+        if want is None:
+            continue
+        taken = set(renamed.values())
+        candidates = [(j, c) for j, c in spare if c not in taken and spare_profiles[c] == want]
+        if candidates:
+            renamed[name] = min(candidates, key=lambda jc: (abs(jc[0] - i), jc[0]))[1]
+    return renamed
 
 
 def compare_rows(
@@ -80,8 +155,14 @@ def compare_rows(
     ordered: bool,
     mode: ResultsMode = "recall",
     max_rows: int = 100,
+    expected_columns: Sequence[str] | None = None,
+    generated_columns: Sequence[str] | None = None,
+    align: bool = True,
 ) -> tuple[float, dict[str, Any]]:
-    """The results-match score of ``generated`` against ``expected`` and what differed."""
+    """The results-match score of ``generated`` against ``expected`` and what differed.
+
+    ``expected_columns`` / ``generated_columns`` are the results' columns, in order (default: the
+    keys of their rows); with ``align``, renamed columns are matched (:func:`align_columns`)."""
     compared = expected[:max_rows]
     details: dict[str, Any] = {
         "mode": mode,
@@ -94,16 +175,26 @@ def compare_rows(
         details["reason"] = "the expected query returned no rows"
         return (1.0 if not generated else 0.0), details
 
-    columns = list(dict.fromkeys(str(k).lower() for row in compared for k in row))
+    columns = list(dict.fromkeys(column_key(k) for row in compared for k in row))
+    renamed: dict[str, str] = {}
+    if align:
+        named = expected_columns if expected_columns is not None else _keys(expected)
+        renamed = align_columns(named, expected, generated_columns if generated_columns is not None else _keys(generated), generated)
+        details["renamed_columns"] = renamed
+    # The generated rows are read under the generated names of renamed columns.
+    source = {column_key(e): column_key(g) for e, g in renamed.items()}
+    generated_columns_read = [source.get(c, c) for c in columns]
     expected_keys = [_row_key(row, columns) for row in compared]
     shown = generated[:max_rows]
     if ordered:
-        shown_keys = [_row_key(row, columns) for row in shown]
+        shown_keys = [_row_key(row, generated_columns_read) for row in shown]
         matches = [e == g for e, g in zip(expected_keys, shown_keys)]
         found = sum(matches)
         missing = [row for i, row in enumerate(compared) if i >= len(matches) or not matches[i]]
     else:
-        found, missing = _found_in(compared, expected_keys, Counter(_row_key(row, columns) for row in generated))
+        found, missing = _found_in(
+            compared, expected_keys, Counter(_row_key(row, generated_columns_read) for row in generated)
+        )
 
     recall = found / len(compared)
     details.update(matched_rows=found, recall=round(recall, 6))
@@ -115,13 +206,22 @@ def compare_rows(
         kept = found
         extra = [row for i, row in enumerate(shown) if i >= len(matches) or not matches[i]]
     else:
-        shown_keys = [_row_key(row, columns) for row in shown]
+        shown_keys = [_row_key(row, generated_columns_read) for row in shown]
         kept, extra = _found_in(shown, shown_keys, Counter(_row_key(row, columns) for row in expected))
     precision = kept / len(shown) if shown else 0.0
     f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
     details.update(precision=round(precision, 6), f1=round(f1, 6))
     details["extra_rows"] = [_jsonable(r) for r in extra[:SAMPLE_ROWS]]
     return f1, details
+
+
+def _jsonable(row: Row) -> Row:
+    plain = str | int | float | bool | list | dict
+    return {k: v if v is None or isinstance(v, plain) else str(v) for k, v in row.items()}
+
+
+def _keys(rows: Sequence[Row]) -> list[str]:
+    return list(dict.fromkeys(str(k) for row in rows for k in row))
 
 
 def _found_in(rows: Sequence[Row], keys: list[tuple[Hashable, ...]], pool: Counter) -> tuple[int, list[Row]]:

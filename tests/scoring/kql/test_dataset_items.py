@@ -16,9 +16,9 @@ from assay.scoring.metrics.registry import ComponentResult, MetricContext, build
 from tests.conftest import REPO
 from tests.scoring.kql.conftest import NOW
 
-SCHEMA = build_metric("kql.schema_match", 1, {}, "kql")
-RESULTS = build_metric("kql.results_match", 1, {"mode": "recall", "max_rows": 100}, "kql")
-RESULTS_F1 = build_metric("kql.results_match", 1, {"mode": "f1", "max_rows": 100}, "kql")
+SCHEMA = build_metric("kql.schema_match", 2, {}, "kql")
+RESULTS = build_metric("kql.results_match", 2, {"mode": "recall", "max_rows": 100}, "kql")
+RESULTS_F1 = build_metric("kql.results_match", 2, {"mode": "f1", "max_rows": 100}, "kql")
 SEMANTIC = build_metric("kql.semantic_similarity", 1, {}, "kql")
 STRICT_SEMANTIC = build_metric("kql.semantic_similarity", 1, {"strict": True}, "kql")
 
@@ -242,6 +242,7 @@ EXPECTED_EXAMPLES = {
     "storm-perfect-match": (1.0, 1.0, 1.0, 1.0, False),
     "storm-equivalent-rewrite": (1.0, 1.0, 1.0, 1.0, False),
     "storm-in-vs-or": (1.0, 1.0, 1.0, 1.0, False),
+    "storm-aggregation-alias": (1.0, 1.0, 1.0, 1.0, False),  # sum_DamageProperty is TotalDamage renamed
     "storm-dropped-filter": (1.0, 0.85, 1.0, 0.375, False),  # recall is fooled; f1 is not
     "storm-wrong-aggregation": (1.0, 0.8, 17 / 26, 17 / 26, False),
     "storm-different-take": (1.0, 1.0, 0.6, 0.75, False),

@@ -34,9 +34,9 @@ TABLES = {"Traces": TRACES, "AppTraces": TRACES[:3]}
 CTX = MetricContext(now=NOW)
 
 COMPONENTS = {
-    "schema_match": ("kql.schema_match", {}),
-    "semantic_similarity": ("kql.semantic_similarity", {"tables": 0.4, "filters": 0.3, "aggregations": 0.3}),
-    "results_match": ("kql.results_match", {"mode": "recall", "max_rows": 100}),
+    "schema_match": ("kql.schema_match", 2, {}),
+    "semantic_similarity": ("kql.semantic_similarity", 1, {"tables": 0.4, "filters": 0.3, "aggregations": 0.3}),
+    "results_match": ("kql.results_match", 2, {"mode": "recall", "max_rows": 100}),
 }
 
 
@@ -52,7 +52,9 @@ def score(generated: str, expected: str) -> dict[str, Any]:
         generated_results=generated_rows,
         expected_results=expected_rows,
     )
-    return {name: build_metric(metric, 1, args, "kql")(item, CTX) for name, (metric, args) in COMPONENTS.items()}
+    return {
+        name: build_metric(metric, version, args, "kql")(item, CTX) for name, (metric, version, args) in COMPONENTS.items()
+    }
 
 
 def test_scenario_1_perfect_match() -> None:

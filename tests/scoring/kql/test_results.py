@@ -112,7 +112,7 @@ def test_mismatch_samples_are_capped_and_serialisable() -> None:
 
 
 def results(item: dict[str, Any], **args: Any) -> ComponentResult:
-    metric = build_metric("kql.results_match", 1, args, "kql")
+    metric = build_metric("kql.results_match", 2, args, "kql")
     return metric(KqlItem(prompt="p", **item), CTX)
 
 
@@ -155,4 +155,4 @@ def test_unparsable_expected_query_compares_rows_without_order() -> None:
 @pytest.mark.parametrize("args", [{"mode": "precision"}, {"max_rows": 0}, {"max_rows": "100"}, {"max_rows": True}])
 def test_bad_arguments_are_a_criteria_error(args: dict[str, Any]) -> None:
     with pytest.raises(CriteriaError):
-        build_metric("kql.results_match", 1, args, "kql")
+        build_metric("kql.results_match", 2, args, "kql")
