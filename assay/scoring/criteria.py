@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.scoring.errors import Conflict, NotFound
+from assay.scoring.errors import Conflict, CriteriaError, NotFound
 from assay.scoring.hashcache import HashCache
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
@@ -59,6 +61,8 @@ def current_suite(session: Session, name: str) -> SuiteRecord:
         raise Conflict(f"suite {name!r} is disabled (enabled: false in its file); it takes no new work")
     return record
 
+
+log = logging.getLogger(__name__)
 
 _criteria_cache: HashCache[Criteria] = HashCache(max_entries=256)
 

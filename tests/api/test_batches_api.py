@@ -263,3 +263,21 @@ def test_a_disabled_suite_takes_no_new_work(api_client):
     r = api_client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD))
     assert r.status_code == 409 and "disabled" in r.json()["message"]
     assert counts() == (0, 0, 0)
+
+
+def test_an_invalid_suite_file_disables_that_suite_only(clean_db, tmp_path, monkeypatch):
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from assay.api.app import create_app
+    from assay.settings import get_settings
+
+    config = tmp_path / "config"
+    shutil.copytree(get_settings().config_dir, config)
+    (config / "suites" / "broken.yaml").write_text("name: broken\nkind: sql\nthreshold: 0.9\ncomponents: {}\n")
+    monkeypatch.setattr(get_settings(), "config_dir", config)
+    with TestClient(create_app(), headers={"Authorization": f"Bearer {API_KEY}"}) as client:  # starts anyway
+        assert client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD)).status_code == 202
+        r = client.post("/api/v1/batches?suite=broken", content=jsonl(GOOD))
+        assert r.status_code == 422 and "unknown suite kind 'sql'" in r.json()["message"]
