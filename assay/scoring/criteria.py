@@ -15,6 +15,8 @@ from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
 from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite
 
+log = logging.getLogger(__name__)
+
 
 def register_criteria(session: Session, criteria: Criteria) -> str:
     """Store a criteria definition once per hash (idempotent); returns the hash."""
@@ -46,13 +48,30 @@ def register_suite(session: Session, suite: Suite) -> str:
     return suite.criteria_hash
 
 
+# Suite files that failed to load in this process, with why: one bad file must not stop the others
+# (nor the API, nor the reconciler), and a request for it gets the reason rather than "no such suite".
+invalid_suites: dict[str, str] = {}
+
+
 def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
-    """Load every suite file and register its current hash. Returns name -> hash."""
-    return {name: register_suite(session, load_suite(config_dir, name)) for name in list_suite_names(config_dir)}
+    """Load every suite file and register its current hash. Returns name -> hash of the valid ones;
+    an invalid file is logged and remembered in ``invalid_suites``."""
+    hashes = {}
+    for name in list_suite_names(config_dir):
+        try:
+            hashes[name] = register_suite(session, load_suite(config_dir, name))
+        except CriteriaError as exc:
+            log.error("suite %s is invalid and was not registered: %s", name, exc.message)
+            invalid_suites[name] = exc.message
+        else:
+            invalid_suites.pop(name, None)
+    return hashes
 
 
 def current_suite(session: Session, name: str) -> SuiteRecord:
     """The suite's registered record; new work is refused while its file says ``enabled: false``."""
+    if name in invalid_suites:
+        raise CriteriaError(f"suite {name!r} cannot be used: {invalid_suites[name]}")
     record = session.get(SuiteRecord, name)
     if record is None:
         known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
@@ -61,8 +80,6 @@ def current_suite(session: Session, name: str) -> SuiteRecord:
         raise Conflict(f"suite {name!r} is disabled (enabled: false in its file); it takes no new work")
     return record
 
-
-log = logging.getLogger(__name__)
 
 _criteria_cache: HashCache[Criteria] = HashCache(max_entries=256)
 
