@@ -323,6 +323,33 @@ def results(
 
 
 @cli.command()
+def metrics(
+    batch_id: str,
+    out: Annotated[Path, typer.Option(help="Directory for metrics.json and metrics_summary.json.")] = Path("."),
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Download design 002's metrics.json and metrics_summary.json of a pandas_codegen batch."""
+    out.mkdir(parents=True, exist_ok=True)
+    with _client(api_url, api_key) as client:
+        for name in ("metrics.json", "metrics_summary.json"):
+            response = _request_raw(client, f"/api/v1/batches/{batch_id}/{name}")
+            (out / name).write_bytes(response.content)
+            console.print(f"wrote {out / name}")
+
+
+def _request_raw(client: Any, path: str) -> Any:
+    import httpx
+
+    try:
+        response = client.get(path)
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the API: {exc}")
+    _check(response)
+    return response
+
+
+@cli.command()
 def cancel(batch_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = None) -> None:
     """Cancel a batch: queued work is dropped, finished scores are kept."""
     with _client(api_url, api_key) as client:

@@ -53,6 +53,15 @@ class Settings(BaseSettings):
     max_items_per_batch: int = 1_000_000
     max_dataset_bytes: int = Field(256 * 1024**2, description="Largest dataset (all its tables), in bytes.")
     max_reported_bad_lines: int = 100
+    max_session_bytes: int = Field(
+        32 * 1024**2, description="Largest alert session accepted by POST /api/v1/sessions (the request body), in bytes."
+    )
+
+    # Alert sessions (design 001): the TARSy history service a session is fetched from when not stored.
+    history_service_url: str | None = Field(
+        None, description="Base URL of the history service (GET {url}/api/v1/history/sessions/{id}); unset: none."
+    )
+    history_service_timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one history service request.")
 
     # Pipeline
     plan_chunk_size: int = Field(500, description="Component tasks the planner enqueues per chunk.")

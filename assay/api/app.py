@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.errors import install_error_handlers
-from assay.api.routes import batches, datasets, health, items, judge, score_query
+from assay.api.routes import batches, datasets, health, items, judge, score_query, sessions
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
 from assay.settings import get_settings
@@ -45,4 +45,5 @@ def create_app() -> FastAPI:
     app.include_router(datasets.router)
     app.include_router(judge.router)
     app.include_router(score_query.router)
+    app.include_router(sessions.router)
     return app

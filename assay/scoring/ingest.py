@@ -283,7 +283,7 @@ class BatchWriter:
             dict(
                 id=item_id,
                 kind=self.kind.name,
-                external_id=payload.get("id"),
+                external_id=self.kind.external_id(item) if self.kind.external_id is not None else payload.get("id"),
                 payload=JsonText(payload_json),
                 content_hash=item_content_hash(payload_json, dataset_hash),
                 dataset_hash=dataset_hash,

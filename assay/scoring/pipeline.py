@@ -330,6 +330,10 @@ def finalize_score(session: Session, score_id: uuid.UUID) -> None:
         score.status = "completed"
         score.error_kind = None
         score.error_message = "; ".join(blockers) or None
+    finished_kind = get_kind(criteria.kind)
+    if finished_kind.on_finalized is not None:
+        # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
+        finished_kind.on_finalized(session, score, list(comps), criteria)
     if score.batch_id is not None:
         _bump_batch(session, score.batch_id)
 

@@ -131,27 +131,47 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
     from assay.scoring.judge.service import JudgeRequest, run_judge
     from assay.scoring.judge.verdicts import verdict_model
 
+    verdict = verdict_model(judge.verdict)
+    price = runtime.catalog.models[judge.model]
+    notes: dict[str, Any] = {}  # the kind's details beside the verdict (on failure too)
+    if work.kind.prepare_judge is not None:
+        try:
+            inputs, notes = work.kind.prepare_judge(
+                work.item,
+                template=judge.prompt,
+                verdict_model=verdict,
+                model=judge.model,
+                max_tokens=judge.max_tokens,
+                context_window=price.context_window,
+            )
+        except AssayError as exc:
+            return ComponentResult.failed(exc.message, dict(exc.details))
+    else:
+        inputs = work.kind.judge_inputs(work.item)
     outcome = run_judge(
         JudgeRequest(
             model=judge.model,
             max_tokens=judge.max_tokens,
             timeout_seconds=work.judge_timeout,
             prompt_template=judge.prompt,
-            inputs=work.kind.judge_inputs(work.item),
-            verdict_model=verdict_model(judge.verdict),
+            inputs=inputs,
+            verdict_model=verdict,
         ),
         client=runtime.client,
         breaker=runtime.breaker,
         governor=runtime.governor,
-        price=runtime.catalog.models[judge.model],
+        price=price,
         **({"policy": runtime.policy} if runtime.policy is not None else {}),
     )
     extra = {"usage": outcome.usage, "cost_usd": outcome.cost_usd}
     if outcome.verdict is None:
         return ComponentResult.failed(
-            outcome.failure or "the judge gave no usable verdict", {"calls": outcome.calls}, raw_output=outcome.raw_output, **extra
+            outcome.failure or "the judge gave no usable verdict",
+            {**notes, "calls": outcome.calls},
+            raw_output=outcome.raw_output,
+            **extra,
         )
     score, details = work.kind.verdict_score(outcome.verdict)
     return ComponentResult(
-        "ok", min(1.0, max(0.0, score)), {**details, "model": judge.model, "calls": outcome.calls}, **extra
+        "ok", min(1.0, max(0.0, score)), {**notes, **details, "model": judge.model, "calls": outcome.calls}, **extra
     )

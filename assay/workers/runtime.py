@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
 
 from assay.scoring.scorer import JudgeRuntime
 from assay.scoring.store.db import reset_engine
@@ -48,8 +48,19 @@ def _build() -> JudgeRuntime:
 
 @worker_process_init.connect
 def _after_fork(**_: object) -> None:
-    # A forked child must not reuse its parent's connections.
+    # A forked child must not reuse its parent's connections, nor its sandbox executor's pipe.
     reset_engine()
+    from assay.scoring.sandbox import reset_after_fork
+
+    reset_after_fork()
     global _runtime
     with _lock:
         _runtime = None
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _stop_sandbox(**_: object) -> None:
+    from assay.scoring.sandbox import shutdown_sandbox
+
+    shutdown_sandbox()

@@ -19,7 +19,7 @@ from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, S
 from assay.api.publish import publish_components, start_planner
 from assay.scoring import batches as svc
 from assay.scoring.criteria import current_suite, load_criteria
-from assay.scoring.errors import PayloadTooLarge
+from assay.scoring.errors import BadRequest, PayloadTooLarge
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.store.db import new_session, transaction
@@ -263,3 +263,56 @@ def _export(
             writer_buf.truncate()
     finally:
         session.close()
+
+
+# --- design 002's metrics files (pandas_codegen batches) -----------------------------------------------
+
+
+def _pandas_batch(session: Any, batch_id: uuid.UUID) -> Any:
+    batch = svc.get_batch(session, batch_id)
+    if load_criteria(session, batch.criteria_hash).kind != "pandas_codegen":
+        raise BadRequest(f"batch {batch_id} is not a pandas_codegen batch: it has no metrics.json")
+    return batch
+
+
+@router.get(
+    "/{batch_id}/metrics.json",
+    summary="Design 002's per-item metrics.json (pandas_codegen batches), streamed",
+    responses={200: {"content": {"application/json": {}}}},
+)
+def metrics_json(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> StreamingResponse:
+    from assay.scoring.pandas.report import stream_metrics_json
+
+    with transaction() as session:
+        _pandas_batch(session, batch_id)
+
+    def stream() -> Iterator[str]:
+        session = new_session()
+        try:
+            yield from stream_metrics_json(svc.iter_results(session, batch_id, status="all"))
+        finally:
+            session.close()
+
+    return StreamingResponse(
+        stream(),
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="metrics-{batch_id}.json"'},
+    )
+
+
+@router.get(
+    "/{batch_id}/metrics_summary.json",
+    summary="Design 002's metrics_summary.json (pandas_codegen batches)",
+)
+def metrics_summary_json(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> dict[str, Any]:
+    from assay.scoring.pandas.report import iter_entries, summarize
+
+    with transaction() as session:
+        batch = _pandas_batch(session, batch_id)
+        entries = list(iter_entries(svc.iter_results(session, batch_id, status="all")))
+        return {
+            "batch_id": str(batch_id),
+            "suite": batch.suite_name,
+            "criteria_hash": batch.criteria_hash,
+            **summarize(entries),
+        }

@@ -6,10 +6,14 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from assay.scoring.errors import CriteriaError
+from assay.scoring.kinds.alert_session import JudgeOutputSchema
 from assay.scoring.kinds.kql import KqlGrade
+from assay.scoring.kinds.pandas_codegen import PandasCodeReview
 
 VERDICTS: dict[str, type[BaseModel]] = {
     "kql_grade": KqlGrade,
+    "alert_session_judge": JudgeOutputSchema,
+    "pandas_review": PandasCodeReview,
 }
 
 

@@ -24,11 +24,25 @@ class Kind:
     pass_blockers: Callable[[BaseModel], list[str]] = lambda item: []
     # The kind's report columns for one stored score (exports and reports); None: the generic columns.
     report_row: Callable[[Any], dict[str, Any]] | None = None
+    # The judge's placeholder values fitted to the judge model's context window, and details to store
+    # beside the verdict: ``prepare_judge(item, *, template, verdict_model, model, max_tokens,
+    # context_window) -> (inputs, details)``; an AssayError fails the judge component with its message.
+    # None: ``judge_inputs`` as is.
+    prepare_judge: Callable[..., tuple[dict[str, str], dict[str, Any]]] | None = None
+    # Called in the transaction that finalizes a score (any outcome): ``on_finalized(session, score,
+    # components, criteria)``, e.g. to write the verdict's feedback as rows.
+    on_finalized: Callable[[Any, Any, list[Any], Any], None] | None = None
+    # The item's external id (batch uploads); None: the payload's ``id``.
+    external_id: Callable[[BaseModel], str | None] | None = None
     # The kind's live-result lines for one finished score (CLI progress, batch API); None: one generic line.
     live_lines: Callable[[Any, float], list[str]] | None = None
 
 
-_KIND_MODULES = {"kql": "assay.scoring.kinds.kql"}
+_KIND_MODULES = {
+    "kql": "assay.scoring.kinds.kql",
+    "alert_session": "assay.scoring.kinds.alert_session",
+    "pandas_codegen": "assay.scoring.kinds.pandas_codegen",
+}
 
 
 def get_kind(name: str) -> Kind:

@@ -77,7 +77,7 @@ class _Registration:
 _REGISTRY: dict[str, _Registration] = {}
 
 # Modules that register metrics on import; imported lazily so the registry has no import cycles.
-_METRIC_MODULES = ("assay.scoring.kinds.kql",)
+_METRIC_MODULES = ("assay.scoring.kinds.kql", "assay.scoring.kinds.pandas_codegen")
 
 
 def metric(name: str, *, version: int, kinds: tuple[str, ...]) -> Callable[[MetricFactory], MetricFactory]:

@@ -218,3 +218,7 @@ class ScoreComponent(Base):
     landed_at: Mapped[datetime | None]
 
     parent: Mapped[Score] = relationship(back_populates="components")
+
+
+# EP-0028's feedback tables live in their own module but in this metadata (Alembic reads Base).
+from assay.scoring.store import session_models  # noqa: E402,F401

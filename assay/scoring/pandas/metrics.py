@@ -1,0 +1,424 @@
+"""Design 002's six metrics for one pandas code-generation item, computed honestly:
+structure from the AST (:mod:`.code`), intent from the question (:mod:`.question`), behaviour from
+real sandboxed runs (:mod:`.execution`), results compared by documented rules (:mod:`.compare`).
+
+Each function takes the item and the metric context and returns a
+:class:`~assay.scoring.metrics.registry.ComponentResult` with the design's ``details`` fields
+(plus a few more that say where the numbers came from).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
+from assay.scoring.pandas.code import EXTREME_CALLS, SORT_CALLS, CodeFacts, analyse_code
+from assay.scoring.pandas.compare import Tolerance, compare, from_encoded
+from assay.scoring.pandas.execution import (
+    TIMED_RUNS,
+    ReferenceFailed,
+    classify_error,
+    error_text,
+    frames_info,
+    is_correct,
+    predefined_names,
+    resolve_truth,
+    run_code,
+)
+from assay.scoring.pandas.performance import performance_score
+from assay.scoring.pandas.quality import RuffUnavailable, quality_score, ruff_version
+from assay.scoring.pandas.question import QuestionFacts, analyse_question, join_implied
+from assay.scoring.sandbox import SandboxError
+
+# A statistical operation the question asks for, and the code operations that carry it out.
+STAT_SATISFIERS: dict[str, set[str]] = {
+    "mean": {"mean", "average"},
+    "sum": {"sum", "cumsum"},
+    "max": {"max", "idxmax", "nlargest", "cummax", "argmax", "sort_values", "sort_index", "rank", "value_counts"},
+    "min": {"min", "idxmin", "nsmallest", "cummin", "argmin", "sort_values", "sort_index", "rank", "value_counts"},
+    "count": {"count", "size", "len", "value_counts", "nunique", "shape", "sum"},
+    "median": {"median", "quantile"},
+    "std": {"std", "var"},
+    "nunique": {"nunique", "unique", "drop_duplicates", "value_counts"},
+    "groupby": {"groupby", "pivot_table", "crosstab", "value_counts", "resample", "pivot"},
+}
+
+
+def _loader(ctx: MetricContext) -> Any:
+    return ctx.dataset_loader
+
+
+def _ordered(item: Any, question: QuestionFacts) -> bool:
+    return item.order_matters if item.order_matters is not None else question.asks_order
+
+
+def _question(item: Any, ctx: MetricContext) -> QuestionFacts:
+    frames = frames_info(item, _loader(ctx))
+    return analyse_question(item.question, [c for cols in frames.values() for c in cols])
+
+
+def _facts(item: Any, ctx: MetricContext) -> tuple[dict[str, list[str]], QuestionFacts, CodeFacts]:
+    frames = frames_info(item, _loader(ctx))
+    columns = [c for cols in frames.values() for c in cols]
+    question = analyse_question(item.question, columns)
+    code = analyse_code(item.generated_code, set(columns), predefined_names(frames))
+    return frames, question, code
+
+
+def _sandbox_failure(exc: SandboxError) -> ComponentResult:
+    return ComponentResult.failed(f"the sandbox could not run the code: {exc}")
+
+
+# --- prompt understanding (design 002, 1) -------------------------------------------------------------
+
+
+def _ranked(code: CodeFacts, n: int | None, descending: bool) -> float:
+    """How well the code carries out "top / bottom N"."""
+    direct = "nlargest" if descending else "nsmallest"
+    if direct in code.sort_calls:
+        ns = [x for kind, x in code.limits if kind == direct]
+        return 1.0 if n is None or n in ns else 0.5
+    sorts = code.sort_calls & {"sort_values", "sort_index", "sorted", "rank", "value_counts"}
+    if sorts:
+        if descending in code.sort_descending:
+            ns = [x for kind, x in code.limits if kind in ("head", "slice")]
+        elif (not descending) in code.sort_descending:
+            ns = [x for kind, x in code.limits if kind == "tail"]
+        else:
+            return 0.5
+        if ns and (n is None or n in ns):
+            return 1.0
+        return 0.5
+    if n == 1 and ({"idxmax", "max", "argmax"} if descending else {"idxmin", "min", "argmin"}) & code.sort_calls:
+        return 1.0
+    return 0.0
+
+
+def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, float, float]) -> ComponentResult:
+    w_columns, w_nl, w_stats = weights
+    try:
+        frames, question, code = _facts(item, ctx)
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    base = {
+        "mentioned_columns": question.mentioned_columns,
+        "extracted_columns": code.columns,
+    }
+    if not code.parsed:
+        return ComponentResult.ok(0.0, {
+            "understanding_score": 0.0, "column_extraction_score": 0.0, "nl_parsing_score": 0.0,
+            "statistical_understanding_score": 0.0, **base, "statistical_operations": [],
+            "reason": f"the generated code does not parse: {code.syntax_error}",
+        })
+    uses = code.uses_data
+    mentioned = question.mentioned_columns
+    if mentioned:
+        hit = [c for c in mentioned if c in code.columns]
+        column_score = w_columns * len(hit) / len(mentioned)
+    else:
+        column_score = w_columns if uses else 0.0
+    patterns: list[dict[str, Any]] = []
+    for n in question.top_n:
+        patterns.append({"pattern": f"top {n}" if n else "top N", "expects": "nlargest / sort descending + head", "satisfied": _ranked(code, n, True)})
+    for n in question.bottom_n:
+        patterns.append({"pattern": f"bottom {n}" if n else "bottom N", "expects": "nsmallest / sort ascending + head", "satisfied": _ranked(code, n, False)})
+    if question.wants_filter:
+        patterns.append({"pattern": "filter", "expects": "a boolean mask, query() or loc[]", "satisfied": 1.0 if code.filters or code.conditions else 0.0})
+    if patterns:
+        nl_score = w_nl * sum(p["satisfied"] for p in patterns) / len(patterns)
+    else:
+        nl_score = w_nl if uses else 0.0
+    found = sorted(op for op, satisfiers in STAT_SATISFIERS.items() if satisfiers & code.operations)
+    required = question.stat_operations
+    if required:
+        satisfied = [op for op in required if STAT_SATISFIERS[op] & code.operations]
+        stat_score = w_stats * len(satisfied) / len(required)
+    else:
+        satisfied = []
+        stat_score = w_stats if uses else 0.0
+    total = column_score + nl_score + stat_score
+    details = {
+        "understanding_score": round(total, 6),
+        "column_extraction_score": round(column_score, 6),
+        "nl_parsing_score": round(nl_score, 6),
+        "statistical_understanding_score": round(stat_score, 6),
+        **base,
+        "statistical_operations": found,
+        "required_statistical_operations": required,
+        "missing_statistical_operations": [op for op in required if op not in satisfied],
+        "missing_columns": [c for c in mentioned if c not in code.columns],
+        "nl_patterns": patterns,
+        "uses_dataset": uses,
+        "dead_code_lines": code.dead_lines,
+        "tables": sorted(frames),
+    }
+    if not uses:
+        details["note"] = "the code's answer does not depend on the dataset"
+    return ComponentResult.ok(total, details)
+
+
+# --- requirement coverage (design 002, 2) ---------------------------------------------------------------
+
+
+def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, float, float, float]) -> ComponentResult:
+    w_filter, w_group, w_sort, w_join = weights
+    try:
+        frames, question, code = _facts(item, ctx)
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    if not code.parsed:
+        return ComponentResult.ok(0.0, {
+            "coverage_score": 0.0, "filter_conditions_coverage": 0.0, "groupby_columns_coverage": 0.0,
+            "sorting_coverage": 0.0, "join_conditions_coverage": 0.0,
+            "missing_requirements": [f"the generated code does not parse: {code.syntax_error}"],
+        })
+    missing: list[str] = []
+    uses = code.uses_data
+    free = 1.0 if uses else 0.0  # a requirement the question does not state is met by code that uses the data
+
+    if question.filter_conditions:
+        filter_cov = min(1.0, code.conditions / question.filter_conditions)
+        if filter_cov < 1.0:
+            missing.append(f"Filter condition(s) missing: the question states {question.filter_conditions}, the code applies {code.conditions}")
+    else:
+        filter_cov = free
+
+    if question.groupby_columns:
+        present = [c for c in question.groupby_columns if c in code.groupby_columns]
+        group_cov = len(present) / len(question.groupby_columns)
+        absent = [c for c in question.groupby_columns if c not in present]
+        if absent:
+            missing.append(f"Groupby column(s) missing: {', '.join(absent)}")
+    else:
+        group_cov = free
+
+    if question.wants_sort:
+        sorts = code.sort_calls & SORT_CALLS
+        extremes = code.sort_calls & EXTREME_CALLS
+        sort_cov = 1.0 if sorts or (question.sort_from_superlative_only and extremes) else 0.0
+        if not sort_cov:
+            missing.append("Sorting missing")
+    else:
+        sort_cov = free
+
+    wants_join = question.wants_join or join_implied(question, frames)
+    if wants_join:
+        if not code.joins:
+            join_cov = 0.0
+            missing.append("Join/merge operation missing")
+        else:
+            keys = [k for k in question.join_keys if k not in code.join_keys]
+            join_cov = 1.0 if not keys else 0.5
+            if keys:
+                missing.append(f"Join key(s) missing: {', '.join(keys)}")
+    else:
+        join_cov = free
+
+    if not uses:
+        missing.append("The code's answer does not use the dataset")
+    total = w_filter * filter_cov + w_group * group_cov + w_sort * sort_cov + w_join * join_cov
+    return ComponentResult.ok(total, {
+        "coverage_score": round(total, 6),
+        "filter_conditions_coverage": round(filter_cov, 6),
+        "groupby_columns_coverage": round(group_cov, 6),
+        "sorting_coverage": sort_cov,
+        "join_conditions_coverage": join_cov,
+        "missing_requirements": missing,
+        "required": {
+            "filter_conditions": question.filter_conditions,
+            "groupby_columns": question.groupby_columns,
+            "sorting": question.wants_sort,
+            "join": wants_join,
+            "join_keys": question.join_keys,
+        },
+        "found": {
+            "filter_conditions": code.conditions,
+            "groupby_columns": code.groupby_columns,
+            "sorting": sorted(code.sort_calls),
+            "join": sorted(code.joins),
+            "join_keys": code.join_keys,
+        },
+    })
+
+
+# --- error recovery (design 002, 3) -------------------------------------------------------------------
+
+
+def error_recovery(item: Any, ctx: MetricContext, max_attempts: int, weights: tuple[float, float, float]) -> ComponentResult:
+    w_rate, w_fix, w_attempts = weights
+    loader = _loader(ctx)
+    try:
+        generated = run_code(item.generated_code, item, loader, repeat=TIMED_RUNS)
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    attempts = list(item.recovery_attempts or [])
+    if generated.ok:
+        return ComponentResult.skipped(
+            "the generated code ran without error: there is no error to recover from",
+            {
+                "has_error": False,
+                "error_message": None,
+                "recovery_attempts_count": 0,
+                "recovery_success": None,
+                "recovery_success_rate": None,
+                "recovery_score": None,
+                "recovery_details": [],
+                **({"attempts_ignored": len(attempts)} if attempts else {}),
+            },
+        )
+    first_class = classify_error(generated.error)
+    considered = attempts[:max_attempts]
+    truth = None
+    if any(True for _ in considered):
+        try:
+            truth = resolve_truth(item, loader)
+        except ReferenceFailed as exc:
+            return ComponentResult.failed(str(exc))
+        except SandboxError as exc:
+            return _sandbox_failure(exc)
+    try:
+        ordered = _ordered(item, _question(item, ctx)) if truth is not None else False
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    details_rows = []
+    previous = first_class
+    for number, attempt in enumerate(considered, start=1):
+        try:
+            outcome = run_code(attempt.code, item, loader, repeat=1)
+        except SandboxError as exc:
+            return _sandbox_failure(exc)
+        if outcome.ok:
+            if truth is None:
+                return ComponentResult.skipped(
+                    "a recovery attempt ran, but the item has no reference code or expected result to check it against",
+                    {"has_error": True, "error_message": error_text(generated.error), "error_type": first_class},
+                )
+            success, similarity = is_correct(outcome, truth, ordered)
+            error_class = None if success else "wrong_result"
+            error = None if success else "the code ran but its result is not the expected one"
+        else:
+            success, similarity = False, 0.0
+            error_class = classify_error(outcome.error)
+            error = error_text(outcome.error)
+        fix_quality = 1.0 if success else (0.5 if error_class != previous else 0.1)
+        details_rows.append({
+            "attempt_number": number,
+            "success": success,
+            "error": error,
+            "error_type": error_class,
+            "fix_quality": fix_quality,
+            "result_similarity": round(similarity, 6),
+            "reported_error": attempt.error,
+        })
+        previous = error_class or previous
+    count = len(details_rows)
+    successes = sum(1 for row in details_rows if row["success"])
+    rate = successes / count if count else 0.0
+    fix = sum(row["fix_quality"] for row in details_rows) / count if count else 0.0
+    attempts_made = min(count / 3.0, 1.0)
+    score = w_rate * rate + w_fix * fix + w_attempts * attempts_made
+    details = {
+        "has_error": True,
+        "error_message": error_text(generated.error),
+        "error_type": first_class,
+        "error_category": (generated.error or {}).get("category"),
+        "recovery_attempts_count": count,
+        "recovery_success": successes > 0,
+        "recovery_success_rate": round(rate, 6),
+        "error_fix_quality": round(fix, 6),
+        "attempts_made_score": round(attempts_made, 6),
+        "recovery_score": round(score, 6),
+        "recovery_details": details_rows,
+        "max_recovery_attempts": max_attempts,
+    }
+    if len(attempts) > max_attempts:
+        details["attempts_ignored"] = len(attempts) - max_attempts
+    return ComponentResult.ok(score, details)
+
+
+# --- correctness -----------------------------------------------------------------------------------------
+
+
+def correctness(item: Any, ctx: MetricContext, tol: Tolerance) -> ComponentResult:
+    loader = _loader(ctx)
+    try:
+        truth = resolve_truth(item, loader)
+        if truth is None:
+            return ComponentResult.skipped("the item has neither reference code nor an expected result")
+        generated = run_code(item.generated_code, item, loader, repeat=TIMED_RUNS)
+    except ReferenceFailed as exc:
+        return ComponentResult.failed(str(exc))
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    base: dict[str, Any] = {"truth_source": truth.source}
+    if truth.reference_agrees is not None:
+        base["reference_agrees_with_expected_result"] = truth.reference_agrees
+    if not generated.ok or generated.result is None:
+        return ComponentResult.ok(0.0, {
+            "correctness_score": 0.0,
+            "executed": False,
+            "reason": "the generated code did not execute",
+            "error": error_text(generated.error),
+            "error_type": classify_error(generated.error),
+            "error_category": (generated.error or {}).get("category"),
+            **base,
+        })
+    try:
+        ordered = _ordered(item, _question(item, ctx))
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    score, details = compare(truth.table, from_encoded(generated.result), ordered=ordered, tol=tol)
+    return ComponentResult.ok(score, {
+        "correctness_score": round(score, 6),
+        "executed": True,
+        "result_kind": generated.result.get("kind"),
+        "result_dtypes": generated.result.get("dtypes"),
+        **details,
+        **base,
+    })
+
+
+# --- quality and performance ------------------------------------------------------------------------
+
+
+def code_quality(item: Any, ctx: MetricContext) -> ComponentResult:
+    names = set(item.frames or {})
+    if item.dataset and not names:
+        try:
+            names = set(frames_info(item, _loader(ctx)))
+        except SandboxError:
+            names = set()
+        except Exception:  # noqa: BLE001 - the table names only silence "undefined name" findings
+            names = set()
+    predefined = sorted(predefined_names({n: [] for n in names}) | ({"df"} if not names else set()))
+    try:
+        score, details = quality_score(item.generated_code, predefined)
+    except RuffUnavailable as exc:
+        return ComponentResult.failed(str(exc))
+    details["ruff"] = ruff_version()
+    return ComponentResult.ok(score, details)
+
+
+def performance(item: Any, ctx: MetricContext, **bands: Any) -> ComponentResult:
+    loader = _loader(ctx)
+    try:
+        generated = run_code(item.generated_code, item, loader, repeat=TIMED_RUNS)
+        reference = run_code(item.reference_code, item, loader, repeat=TIMED_RUNS) if item.reference_code else None
+    except SandboxError as exc:
+        return _sandbox_failure(exc)
+    if not generated.ok:
+        return ComponentResult.ok(0.0, {
+            "performance_score": 0.0,
+            "executed": False,
+            "reason": "the generated code did not execute",
+            "error": error_text(generated.error),
+        })
+    note = None
+    if reference is not None and not reference.ok:
+        note = f"the reference code did not execute ({error_text(reference.error)}): absolute bands used"
+        reference = None
+    score, details = performance_score(generated.to_dict(), reference.to_dict() if reference else None, **bands)
+    details["executed"] = True
+    if note:
+        details["note"] = note
+    return ComponentResult.ok(score, details)

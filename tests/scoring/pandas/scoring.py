@@ -1,0 +1,48 @@
+"""Scoring helpers for the pandas tests: build the suite's metrics and total an item the way the
+pipeline does (weights renormalised over the components that scored)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from assay.scoring.kinds.pandas_codegen import PandasItem
+from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
+from assay.scoring.suites import Suite, parse_suite
+
+REPO = Path(__file__).resolve().parents[3]
+SUITE_FILE = Path(os.environ.get("ASSAY_TEST_PANDAS_SUITE", REPO / "config" / "suites" / "pandas_codegen.yaml"))
+CTX = MetricContext(now=datetime(2024, 1, 1, tzinfo=timezone.utc))
+
+
+def load_pandas_suite() -> Suite:
+    return parse_suite(SUITE_FILE.read_text(), config_dir=REPO / "config", env={}, source=str(SUITE_FILE))
+
+
+@dataclass
+class Scored:
+    total: float | None
+    components: dict[str, ComponentResult]
+
+    def score(self, name: str) -> float | None:
+        return self.components[name].score
+
+
+def score_item(raw: dict[str, Any], suite: Suite | None = None, ctx: MetricContext = CTX) -> Scored:
+    suite = suite or load_pandas_suite()
+    item = PandasItem.model_validate(raw)
+    components: dict[str, ComponentResult] = {}
+    for name, spec in suite.criteria.components.items():
+        if spec.judge:
+            continue
+        metric = build_metric(spec.metric, spec.version, spec.args, "pandas_codegen")
+        components[name] = metric(item, ctx)
+    weights = {n: s.weight for n, s in suite.criteria.components.items() if not s.judge}
+    ok = {n: c for n, c in components.items() if c.status == "ok"}
+    if any(c.status == "failed" for c in components.values()) or not ok:
+        return Scored(None, components)
+    total = sum(c.score * weights[n] for n, c in ok.items()) / sum(weights[n] for n in ok)  # type: ignore[operator]
+    return Scored(total, components)
