@@ -85,6 +85,15 @@ class Settings(BaseSettings):
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
 
+    # Dashboard and metrics
+    session_secret: SecretStr | None = Field(
+        None,
+        description="Signs dashboard session cookies; unset: derived from ASSAY_API_KEYS "
+        "(rotating the keys signs everyone out).",
+    )
+    session_max_age_seconds: int = Field(12 * 3600, ge=60, description="How long a dashboard sign-in lasts.")
+    metrics_public: bool = Field(False, description="Serve /metrics without credentials.")
+
     # Flower
     flower_user: str = "admin"
     flower_password: SecretStr | None = None

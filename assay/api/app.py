@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from assay.api.dashboard import install as install_dashboard
 from assay.api.errors import install_error_handlers
-from assay.api.routes import batches, datasets, health, items, judge, score_query, sessions
+from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, score_query, sessions
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
 from assay.settings import get_settings
@@ -46,4 +47,7 @@ def create_app() -> FastAPI:
     app.include_router(judge.router)
     app.include_router(score_query.router)
     app.include_router(sessions.router)
+    app.include_router(reports.router)
+    app.include_router(metrics.router)
+    install_dashboard(app)
     return app

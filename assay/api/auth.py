@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from assay.api.dashboard.session import cookie_user
 from assay.scoring.errors import Unauthorized
 from assay.settings import Settings, get_settings
 
@@ -22,7 +23,7 @@ bearer = HTTPBearer(auto_error=False, description="An API key from ASSAY_API_KEY
 @dataclass(frozen=True)
 class Principal:
     name: str
-    via: str  # "api_key" or "proxy"
+    via: str  # "api_key", "proxy" or "session" (the dashboard's signed cookie)
 
 
 def is_trusted_proxy(request: Request, settings: Settings) -> bool:
@@ -56,6 +57,10 @@ def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | N
         for key in settings.api_keys:
             if hmac.compare_digest(offered, key.get_secret_value().encode()):
                 return Principal("api-client", "api_key")
+    # The dashboard's session cookie; a request that changes something must also send X-CSRF-Token.
+    user = cookie_user(request, settings)
+    if user is not None:
+        return Principal(user, "session")
     raise Unauthorized("a valid bearer API key is required (Authorization: Bearer <key>)")
 
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from assay import observability
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import get_kind
 from assay.scoring.store.db import dialect_insert
@@ -334,6 +335,7 @@ def finalize_score(session: Session, score_id: uuid.UUID) -> None:
     if finished_kind.on_finalized is not None:
         # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
         finished_kind.on_finalized(session, score, list(comps), criteria)
+    observability.score_finished(score.suite_name, score.status, score.passed, score.cost_usd)
     if score.batch_id is not None:
         _bump_batch(session, score.batch_id)
 

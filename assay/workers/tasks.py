@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, OperationalError
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from assay import observability
 from assay.scoring import pipeline
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.metrics.registry import ComponentResult
@@ -106,14 +107,17 @@ def _run_component(task_self, score_id: str, component: str, queue: Queue) -> No
         )
         # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
         # deferral spends none of the component's attempts, so an outage of any length is waited out.
+        observability.task_retried(queue, "deferred")
         raise task_self.retry(countdown=deferred.retry_in, max_retries=None, exc=deferred)
     except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
         log.exception("component %s of score %s raised", component, score_id)
         backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
         _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
+        observability.task_retried(queue, "error")
         enqueuer.enqueue([ref], countdown=backoff)
         return
     _land(ref, result, claim)
+    observability.component_landed(queue, component, result.status)
 
 
 @_store_retry

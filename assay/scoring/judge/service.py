@@ -20,6 +20,7 @@ import redis
 import pydantic
 from anthropic.types import Message
 
+from assay import observability
 from assay.scoring.judge.breaker import Breaker, BreakerOpen
 from assay.scoring.judge.governor import Governor, estimate_tokens
 from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
@@ -162,6 +163,7 @@ class _Judgment:
             if verdict is not None:
                 return self._outcome(verdict=verdict)
             log.info("judge %s gave an unusable answer (%s); asking once for a repair", self.request.model, problem)
+            observability.judge_repair(self.request.model)
             messages += _repair_turns(text, problem)
             text, verdict, problem = self._read(self._send(messages))
             if verdict is not None:
@@ -177,9 +179,11 @@ class _Judgment:
         self, *, verdict: pydantic.BaseModel | None = None, failure: str | None = None, raw_output: str | None = None
     ) -> JudgeOutcome:
         spent = cost_usd(self.usage, self.price)
+        observability.judgment(self.request.model, "verdict" if verdict is not None else "failed")
         return JudgeOutcome(verdict, failure, raw_output, dict(self.usage), spent, self.calls)
 
     def _deferred(self, retry_in: float, reason: str) -> JudgeDeferred:
+        observability.judgment(self.request.model, "deferred")
         return JudgeDeferred(retry_in, reason, usage=dict(self.usage), cost_usd=cost_usd(self.usage, self.price))
 
     def _send(self, messages: list[dict[str, Any]]) -> Message:
@@ -187,9 +191,11 @@ class _Judgment:
         controller = retrying(self.policy, sleep=self.sleep)
         try:
             for attempt in controller:
+                observability.judge_attempt(self.request.model, attempt.retry_state.attempt_number)
                 with attempt:
                     message = self._attempt(messages, tokens)
         except BreakerOpen as exc:
+            observability.breaker_rejected(self.request.model)
             raise self._deferred(exc.retry_in, str(exc)) from exc
         except redis.RedisError as exc:
             # No permission from the breaker and governor, no call: wait for their store to come back.
@@ -220,6 +226,7 @@ class _Judgment:
                 timeout=self.request.timeout_seconds,
             )
         except anthropic.APIStatusError as exc:
+            observability.judge_call(model, exc)
             _bookkeep(self.governor.observe_headers, model, exc.response.headers)
             if is_transient(exc):
                 _bookkeep(self.breaker.record_failure, model)
@@ -228,14 +235,17 @@ class _Judgment:
                 # success also releases a half-open probe slot instead of leaving it to expire.
                 _bookkeep(self.breaker.record_success, model)
             raise
-        except anthropic.APIConnectionError:
+        except anthropic.APIConnectionError as exc:
+            observability.judge_call(model, exc)
             _bookkeep(self.breaker.record_failure, model)
             raise
         _bookkeep(self.governor.observe_headers, model, raw.headers)
         _bookkeep(self.breaker.record_success, model)
+        observability.judge_call(model, raw)
         message = raw.parse()
         for name in USAGE_FIELDS:
             self.usage[name] += getattr(message.usage, name, None) or 0
+        observability.judge_usage(model, message.usage, self.price)
         return message
 
     def _wait_for_governor(self, tokens: int) -> None:
@@ -243,6 +253,7 @@ class _Judgment:
         while (wait := self.governor.acquire(self.request.model, tokens)) > 0:
             if waited + wait > self.policy.max_inline_wait_seconds:
                 raise self._deferred(wait, f"rate governor: {self.request.model} is at its configured rate limit")
+            observability.governor_wait(self.request.model, wait)
             self.sleep(wait)
             waited += wait
 

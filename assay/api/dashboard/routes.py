@@ -1,0 +1,508 @@
+"""Dashboard pages. Each page reads the store through ``queries`` and renders one template; the pages'
+live parts (progress bars, the "Score session" button, the upload form) call the JSON API from
+``static/dashboard.js`` with the session cookie (or through the trusted proxy)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from assay.api.auth import forwarded_user
+from assay.api.dashboard import queries as q
+from assay.api.dashboard import session as cookie
+from assay.scoring import batches as svc
+from assay.scoring.criteria import load_criteria
+from assay.scoring.errors import NotFound, Unauthorized
+from assay.scoring.kinds import get_kind
+from assay.scoring.pipeline import batch_summary
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import Score
+from assay.scoring.views import live_lines, score_view
+from assay.settings import get_settings
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False)
+root_router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
+PAGE_SIZE = 50
+
+
+# --- who is looking -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Viewer:
+    name: str
+    via: str  # "proxy" or "session"
+    csrf: str  # the session's CSRF token ("" behind the proxy)
+
+
+class SignInRequired(Exception):
+    def __init__(self, next_path: str) -> None:
+        super().__init__("sign in first")
+        self.next_path = next_path
+
+
+def _current_viewer(request: Request) -> Viewer | None:
+    settings = get_settings()
+    user = forwarded_user(request, settings)
+    if user is not None:
+        return Viewer(user, "proxy", "")
+    data = cookie.read(request, settings)
+    if data is not None:
+        return Viewer(data.user, "session", data.csrf)
+    return None
+
+
+def viewer(request: Request) -> Viewer:
+    """A page's viewer; without one the page redirects to the sign-in form (no data is shown)."""
+    found = _current_viewer(request)
+    if found is None:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        raise SignInRequired(target)
+    return found
+
+
+def json_viewer(request: Request) -> Viewer:
+    found = _current_viewer(request)
+    if found is None:
+        raise Unauthorized("sign in to the dashboard first")
+    return found
+
+
+async def sign_in_redirect(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SignInRequired)
+    return RedirectResponse(f"/dashboard/sign-in?next={quote(exc.next_path, safe='/')}", status_code=303)
+
+
+def _safe_next(value: str | None) -> str:
+    """Only a path on this site: never ``//host`` or ``https://...`` (no open redirect)."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/dashboard/"
+    return value
+
+
+# --- template helpers -----------------------------------------------------------------------------------------
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def _when(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _short(value: str | None, n: int = 12) -> str:
+    return "" if not value else value[:n]
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+templates.env.filters.update(pct=_pct, usd=_usd, when=_when, short=_short, number=_number)
+templates.env.globals.update(band=q.band)
+
+
+# Pages load only this site's own script and styles (inline style attributes draw the bars), may not be
+# framed (a framed "Score session" button could be clicked by another site), and leak no URLs.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+def render(request: Request, who: Viewer | None, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    context.setdefault("nav", name.split(".")[0])
+    context.update(viewer=who, csrf=who.csrf if who else "")
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+# --- sign in / out ----------------------------------------------------------------------------------------------
+
+
+@root_router.get("/")
+def root() -> RedirectResponse:
+    return RedirectResponse("/dashboard/", status_code=307)
+
+
+@router.get("")
+def dashboard_root() -> RedirectResponse:
+    return RedirectResponse("/dashboard/", status_code=307)
+
+
+@router.get("/sign-in", response_class=HTMLResponse)
+def sign_in_form(request: Request, next: str | None = None) -> Response:
+    if _current_viewer(request) is not None:
+        return RedirectResponse(_safe_next(next), status_code=303)
+    return _sign_in_page(request, _safe_next(next))
+
+
+def _sign_in_page(request: Request, next_path: str, error: str | None = None, status_code: int = 200) -> HTMLResponse:
+    return render(request, None, "sign_in.html", status_code=status_code, next=next_path, error=error)
+
+
+@router.post("/sign-in", response_class=HTMLResponse)
+async def sign_in(request: Request) -> Response:
+    form = await request.form()
+    offered = str(form.get("api_key") or "").strip()
+    next_path = _safe_next(str(form.get("next") or ""))
+    settings = get_settings()
+    key = cookie.matching_key(settings, offered) if offered else None
+    if key is None:
+        return _sign_in_page(request, next_path, "That API key is not one of this deployment's keys.", 401)
+    value, _ = cookie.issue(settings, "api-client", key)
+    response = RedirectResponse(next_path, status_code=303)
+    cookie.set_cookie(response, settings, value)
+    return response
+
+
+@router.post("/sign-out")
+async def sign_out(request: Request) -> Response:
+    response = RedirectResponse("/dashboard/sign-in", status_code=303)
+    cookie.clear_cookie(response)
+    return response
+
+
+# --- batches ----------------------------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def batches_page(
+    request: Request,
+    who: Annotated[Viewer, Depends(viewer)],
+    suite: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    with transaction() as session:
+        rows = q.list_batch_rows(session, limit=PAGE_SIZE, offset=offset, suite=suite or None)
+        suites = q.suite_names(session)
+    return render(
+        request, who, "batches.html", rows=rows, suites=suites, suite=suite, offset=offset, page_size=PAGE_SIZE
+    )
+
+
+@router.get("/api/batches")
+def batches_progress(
+    who: Annotated[Viewer, Depends(json_viewer)],
+    ids: Annotated[str, Query(max_length=4000, description="Comma-separated batch ids")] = "",
+) -> JSONResponse:
+    """Live progress for the batches on a page (the list's and the detail page's bars poll this)."""
+    wanted: list[uuid.UUID] = []
+    for part in ids.split(","):
+        try:
+            wanted.append(uuid.UUID(part.strip()))
+        except ValueError:
+            continue
+    with transaction() as session:
+        rows = q.batch_rows_by_id(session, wanted[:200])
+    for row in rows:
+        row["created_at"] = _when(row["created_at"])
+    return JSONResponse({"batches": rows}, headers={"Cache-Control": "no-store"})
+
+
+def _section_rows(scores: list[Score], threshold: float, judge_name: str | None, kind: Any) -> list[dict[str, Any]]:
+    rows = []
+    for s in scores:
+        view = score_view(s, threshold=threshold)
+        view["external_id"] = s.item.external_id if s.item is not None else None
+        view["lines"] = live_lines(s, kind, threshold)
+        view["judge"] = q.judge_view(s, judge_name)
+        rows.append(view)
+    return rows
+
+
+@router.get("/batches/{batch_id}", response_class=HTMLResponse)
+def batch_page(
+    request: Request,
+    batch_id: uuid.UUID,
+    who: Annotated[Viewer, Depends(viewer)],
+    ok_offset: Annotated[int, Query(ge=0)] = 0,
+    err_offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    with transaction() as session:
+        try:
+            batch = svc.get_batch(session, batch_id)
+        except NotFound:
+            return render(request, who, "not_found.html", status_code=404, what=f"batch {batch_id}")
+        criteria = load_criteria(session, batch.criteria_hash)
+        judge_name = next((n for n, spec in criteria.components.items() if spec.judge), None)
+        costs = q.batch_costs(session, [batch.id])
+        row = q.batch_row(batch, svc.progress(session, batch), costs.get(batch.id, 0.0))
+        summary = batch_summary(session, batch.id)
+        hist = q.histogram(session, batch.id)
+        ok, ok_total = q.result_section(session, batch.id, "success", limit=PAGE_SIZE, offset=ok_offset)
+        bad, bad_total = q.result_section(session, batch.id, "error", limit=PAGE_SIZE, offset=err_offset)
+        kind = get_kind(criteria.kind)
+        success = _section_rows(ok, criteria.threshold, judge_name, kind)
+        errors = _section_rows(bad, criteria.threshold, judge_name, kind)
+    peak = max(hist) or 1
+    bins = len(hist)
+    histogram = [
+        {
+            "label": f"{100 * i // bins}–{100 * (i + 1) // bins}%",
+            "count": n,
+            "height": round(100 * n / peak, 1),
+            "passing": i / bins >= criteria.threshold - 1e-9,
+        }
+        for i, n in enumerate(hist)
+    ]
+    components = [
+        {
+            "name": name,
+            "weight": spec.weight,
+            "judge": spec.judge,
+            **(summary.get("components", {}).get(name) or {"ok": 0, "failed": 0, "skipped": 0, "mean": None, "median": None}),
+        }
+        for name, spec in criteria.components.items()
+    ]
+    return render(
+        request,
+        who,
+        "batch.html",
+        batch=row,
+        batch_id=str(batch_id),
+        criteria_hash=batch.criteria_hash,
+        threshold=criteria.threshold,
+        summary=summary,
+        histogram=histogram,
+        components=components,
+        success=success,
+        success_total=ok_total,
+        ok_offset=ok_offset,
+        errors=errors,
+        errors_total=bad_total,
+        err_offset=err_offset,
+        page_size=PAGE_SIZE,
+    )
+
+
+# --- items and sessions ------------------------------------------------------------------------------------------
+
+
+def _score_cards(session: Any, scores: list[Score], kind: str) -> list[dict[str, Any]]:
+    current = q.current_hashes(session)
+    cards = []
+    for s in scores:
+        try:
+            criteria = load_criteria(session, s.criteria_hash)
+            threshold: float | None = criteria.threshold
+            judge_name = next((n for n, spec in criteria.components.items() if spec.judge), None)
+        except NotFound:
+            threshold, judge_name = None, None
+        view = score_view(s, threshold=threshold, current_hash=current.get(s.suite_name))
+        view["judge"] = q.judge_view(s, judge_name)
+        view["judge"].breakdown = q.ordered_breakdown(view["judge"].breakdown)
+        numbers = [v for v in view["judge"].breakdown.values() if isinstance(v, (int, float))]
+        # Design 001's four dimensions are 0–25 each; other breakdowns are read as 0–100 (or 0–1).
+        view["breakdown_scale"] = 1 if numbers and max(numbers) <= 1 else 25 if numbers and max(numbers) <= 25 else 100
+        view["score100"] = q.score100(s.total) if s.status == "completed" else None
+        view["lines"] = live_lines(s, get_kind(criteria.kind), threshold) if threshold is not None else [s.status]
+        view["session_kind"] = kind == q.SESSION_KIND
+        cards.append(view)
+    return cards
+
+
+def _payload_fields(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    import json
+
+    fields = []
+    for key, value in payload.items():
+        if isinstance(value, str):
+            fields.append({"key": key, "text": value, "long": len(value) > 400 or "\n" in value})
+        else:
+            text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+            fields.append({"key": key, "text": text, "long": True, "json": True, "size": len(value) if isinstance(value, (list, dict)) else None})
+    return fields
+
+
+def _item_page(request: Request, who: Viewer, session: Any, item: Any, scores: list[Score]) -> HTMLResponse:
+    cards = _score_cards(session, scores, item.kind)
+    latest = cards[0] if cards else None
+    return render(
+        request,
+        who,
+        "item.html",
+        item=item,
+        payload=_payload_fields(item.payload or {}),
+        cards=cards,
+        latest=latest,
+        is_session=item.kind == q.SESSION_KIND,
+        session_id=item.external_id,
+    )
+
+
+@router.get("/items/{item_id}", response_class=HTMLResponse)
+def item_page(request: Request, item_id: uuid.UUID, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
+    with transaction() as session:
+        try:
+            item, scores = q.item_with_scores(session, item_id)
+        except NotFound:
+            return render(request, who, "not_found.html", status_code=404, what=f"item {item_id}")
+        return _item_page(request, who, session, item, scores)
+
+
+@router.get("/sessions", response_class=HTMLResponse)
+def sessions_page(
+    request: Request,
+    who: Annotated[Viewer, Depends(viewer)],
+    state: Annotated[str, Query(pattern="^(all|scored|not_scored|scoring_failed|scoring)$")] = "all",
+    min_score: Annotated[int | None, Query(ge=0, le=100)] = None,
+    sort: Annotated[str, Query(pattern="^(newest|score_desc|score_asc)$")] = "newest",
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    with transaction() as session:
+        rows, total = q.list_sessions(session, state=state, min_score=min_score, sort=sort, limit=PAGE_SIZE, offset=offset)
+        shown = [
+            {
+                "session_id": r.session_id,
+                "item_id": str(r.item.id),
+                "status": (r.item.payload or {}).get("status"),
+                "alert_type": _alert_type(r.item.payload or {}),
+                "created_at": r.item.created_at,
+                "state": r.state,
+                "value": r.value,
+                "is_current": r.is_current,
+                "scored_at": r.score.completed_at if r.score is not None else None,
+                "error": r.score.error_message if r.score is not None and r.state == "scoring_failed" else None,
+            }
+            for r in rows
+        ]
+    return render(
+        request,
+        who,
+        "sessions.html",
+        rows=shown,
+        total=total,
+        state=state,
+        min_score=min_score,
+        sort=sort,
+        offset=offset,
+        page_size=PAGE_SIZE,
+        legend=q.LEGEND,
+    )
+
+
+def _alert_type(payload: dict[str, Any]) -> str | None:
+    for key in ("alert_type", "agent_type"):
+        if isinstance(payload.get(key), str):
+            return payload[key]
+    alert = payload.get("alert_data") or payload.get("alert")
+    if isinstance(alert, dict):
+        for key in ("alert_type", "type", "alertname", "name"):
+            if isinstance(alert.get(key), str):
+                return alert[key]
+    return None
+
+
+@router.get("/sessions/{session_id}", response_class=HTMLResponse)
+def session_page(request: Request, session_id: str, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
+    with transaction() as session:
+        try:
+            item = q.session_item(session, session_id)
+        except NotFound:
+            return render(request, who, "not_found.html", status_code=404, what=f"session {session_id}")
+        return _item_page(request, who, session, item, q.session_scores(session, session_id))
+
+
+# --- analytics and status -----------------------------------------------------------------------------------------
+
+
+@router.get("/missing-tools", response_class=HTMLResponse)
+def missing_tools_page(
+    request: Request,
+    who: Annotated[Viewer, Depends(viewer)],
+    criteria: Annotated[str | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    with transaction() as session:
+        tools, looked = q.missing_tools(session, criteria_hash=criteria or None)
+        hashes = q.current_hashes(session)
+    peak = max((t.count for t in tools), default=1)
+    return render(
+        request,
+        who,
+        "missing_tools.html",
+        tools=tools,
+        looked=looked,
+        peak=peak,
+        criteria=criteria,
+        current_session_hash=hashes.get("alert_session"),
+    )
+
+
+@router.get("/criteria", response_class=HTMLResponse)
+def criteria_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
+    with transaction() as session:
+        rows, suites = q.criteria_overview(session)
+    return render(request, who, "criteria.html", rows=rows, suites=suites)
+
+
+@router.get("/judge", response_class=HTMLResponse)
+def judge_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
+    from assay import observability
+    from assay.scoring.judge.wiring import build_breaker
+    from assay.scoring.suites import load_model_catalog
+
+    settings = get_settings()
+    error = None
+    try:
+        rows = {r["model"]: r for r in build_breaker(settings).status()}
+    except Exception as exc:  # show what is down rather than fail the page
+        rows, error = {}, f"cannot read the breaker state: {type(exc).__name__}: {exc}"
+    try:
+        models = sorted(load_model_catalog(settings.config_dir).models)
+    except Exception:
+        models = []
+    breakers = [rows.get(m) or {"model": m, "state": "closed", "failures": 0, "opened_at": None, "next_probe_at": None} for m in models]
+    breakers += [r for m, r in sorted(rows.items()) if m not in models]
+    try:
+        depth, unacked = observability.queue_depths(settings)
+    except Exception as exc:
+        depth, unacked = {}, None
+        error = (error + "; " if error else "") + f"cannot read the queues: {type(exc).__name__}"
+    return render(
+        request,
+        who,
+        "judge.html",
+        breakers=breakers,
+        shared=bool(settings.redis_url),
+        threshold=settings.breaker_threshold,
+        cooldown=settings.breaker_cooldown_seconds,
+        depth=depth,
+        unacked=unacked,
+        error=error,
+    )
+

@@ -1,0 +1,36 @@
+"""Prometheus ``/metrics``: the API's and every worker's counts (multiprocess mode), plus queue depth
+and the judge breaker read live from Redis. See ``assay.observability``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from assay import observability
+from assay.api.auth import require_principal
+from assay.settings import get_settings
+
+router = APIRouter(tags=["metrics"])
+
+METRICS_DOC = """Prometheus text format. Items scored / failed per suite, judge request latency, retries, repairs,
+breaker rejections and state, rate-governor waits, tokens and cost, queue depth per queue. With
+`PROMETHEUS_MULTIPROC_DIR` set for the API and the workers, the counts of every process of the host
+are added up here. Needs the same credentials as the API (`Authorization: Bearer <API key>` in the
+Prometheus scrape config) unless `ASSAY_METRICS_PUBLIC=true`."""
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    description=METRICS_DOC,
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+async def metrics(request: Request) -> Response:
+    settings = get_settings()
+    if not getattr(settings, "metrics_public", False):
+        await require_principal(request)
+    from starlette.concurrency import run_in_threadpool
+
+    body, content_type = await run_in_threadpool(observability.render, settings)
+    return Response(body, media_type=content_type)

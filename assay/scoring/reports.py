@@ -1,0 +1,302 @@
+"""Batch reports: JSON, CSV and Excel, written a chunk of results at a time (flat memory for big batches).
+
+Each suite's kind names its report columns (``Kind.report_row``: for KQL, design 000's seven fields
+then the prompt, both queries and the execution error); kinds that name none get the generic columns
+(``views.flat_row``: the verdict and each component's score and status). A kind's row is followed by
+four columns that say which result it is: ``Position``, ``External ID``, ``Item ID``, ``Score ID``.
+
+- JSON: one document, ``{"batch": ..., "summary": ..., "columns": [...], "rows": [...]}``, streamed.
+- CSV: a header and one line per result, streamed. A text cell that a spreadsheet would run as a
+  formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with
+  ``'`` (OWASP's CSV-injection rule); JSON and Excel keep the text as it is.
+- Excel: a ``Summary`` sheet (the batch, its counts, pass rate, cost, tokens, per-component means and
+  medians, errors by kind), then a ``Results`` sheet; openpyxl's write-only mode keeps memory flat
+  however many rows there are. Text is always stored as text (a value starting with ``=`` is never
+  turned into a formula), characters XML cannot hold are dropped, and a cell longer than Excel's
+  32,767 characters is cut with a note.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from sqlalchemy.orm import Session
+
+from assay.scoring import batches as svc
+from assay.scoring.criteria import load_criteria
+from assay.scoring.kinds import Kind, get_kind
+from assay.scoring.pipeline import batch_summary
+from assay.scoring.store.models import Score
+from assay.scoring.suites import Criteria
+from assay.scoring.views import batch_view, flat_row
+
+__all__ = [
+    "FORMATS",
+    "MEDIA_TYPES",
+    "ReportContext",
+    "csv_chunks",
+    "json_chunks",
+    "open_report",
+    "report_row",
+    "write_xlsx",
+]
+
+FORMATS = ("json", "csv", "xlsx")
+MEDIA_TYPES = {
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+}
+ID_COLUMNS = ("Position", "External ID", "Item ID", "Score ID")
+EXCEL_CELL_LIMIT = 32_767
+_CUT_NOTE = " … [cut at Excel's cell limit]"
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Characters an XML 1.0 document cannot hold (openpyxl refuses them).
+_ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What every format needs before the first row: the batch, its summary and the columns."""
+
+    batch_id: uuid.UUID
+    batch: dict[str, Any]
+    summary: dict[str, Any]
+    criteria: Criteria
+    kind: Kind
+    columns: list[str]
+
+    @property
+    def components(self) -> list[str]:
+        return list(self.criteria.components)
+
+
+def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
+    """Read the batch, its live summary and its criteria (raises ``NotFound`` for an unknown batch)."""
+    batch = svc.get_batch(session, batch_id)
+    criteria = load_criteria(session, batch.criteria_hash)
+    kind = get_kind(criteria.kind)
+    view = batch_view(batch, svc.progress(session, batch))
+    return ReportContext(
+        batch_id=batch.id,
+        batch=view,
+        summary=batch_summary(session, batch.id),
+        criteria=criteria,
+        kind=kind,
+        columns=_columns(kind, list(criteria.components)),
+    )
+
+
+def _columns(kind: Kind, components: list[str]) -> list[str]:
+    named = getattr(kind, "report_columns", None)
+    if named:
+        return [*named, *ID_COLUMNS]
+    if kind.report_row is not None:
+        # The kind's module may declare its columns (KQL's ``REPORT_COLUMNS``); else the first row says.
+        declared = getattr(importlib.import_module(kind.report_row.__module__), "REPORT_COLUMNS", None)
+        if declared:
+            return [*declared, *ID_COLUMNS]
+        return []  # learnt from the first row
+    generic = ["position", "score_id", "external_id", "status", "total_score", "passed", "partial"]
+    for name in components:
+        generic += [f"{name}_score", f"{name}_status"]
+    return [*generic, "error_message", "cost_usd"]
+
+
+def report_row(score: Score, kind: Kind, components: list[str]) -> dict[str, Any]:
+    """One result's report row: the kind's columns (else the generic ones), then which result it is."""
+    if kind.report_row is None:
+        return flat_row(score, components)
+    row = dict(kind.report_row(score))
+    row.update(
+        {
+            "Position": score.position,
+            "External ID": score.item.external_id if score.item is not None else None,
+            "Item ID": str(score.item_id),
+            "Score ID": str(score.id),
+        }
+    )
+    return row
+
+
+def _rows(ctx: ReportContext, scores: Iterable[Score]) -> Iterator[dict[str, Any]]:
+    for score in scores:
+        yield report_row(score, ctx.kind, ctx.components)
+
+
+# --- JSON -------------------------------------------------------------------------------------------------
+
+
+def json_chunks(ctx: ReportContext, scores: Iterable[Score], *, rows_per_chunk: int = 200) -> Iterator[str]:
+    """The JSON report as text chunks; never holds more than ``rows_per_chunk`` rows."""
+    head = {"batch": ctx.batch, "summary": ctx.summary, "threshold": ctx.criteria.threshold}
+    yield json.dumps(head, default=str)[:-1]
+    rows = _rows(ctx, scores)
+    first = next(rows, None)
+    columns = ctx.columns or (list(first) if first is not None else [])
+    yield ', "columns": ' + json.dumps(columns) + ', "rows": ['
+    if first is not None:
+        sep, buf = "", [json.dumps(first, default=str)]
+        for row in rows:
+            buf.append(json.dumps(row, default=str))
+            if len(buf) >= rows_per_chunk:
+                yield sep + ", ".join(buf)
+                sep, buf = ", ", []
+        if buf:
+            yield sep + ", ".join(buf)
+    yield "]}\n"
+
+
+# --- CSV --------------------------------------------------------------------------------------------------
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    return value
+
+
+def csv_chunks(ctx: ReportContext, scores: Iterable[Score], *, rows_per_chunk: int = 200) -> Iterator[str]:
+    buf = io.StringIO()
+    writer: Any = None
+    n = 0
+    for row in _rows(ctx, scores):
+        if writer is None:
+            writer = csv.DictWriter(buf, fieldnames=ctx.columns or list(row), extrasaction="ignore")
+            writer.writeheader()
+        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
+        n += 1
+        if n % rows_per_chunk == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    if writer is None and ctx.columns:
+        csv.writer(buf).writerow(ctx.columns)
+    if buf.getvalue():
+        yield buf.getvalue()
+
+
+# --- Excel ------------------------------------------------------------------------------------------------
+
+
+def _excel_text(value: str) -> str:
+    value = _ILLEGAL_XML.sub("", value)
+    if len(value) > EXCEL_CELL_LIMIT:
+        value = value[: EXCEL_CELL_LIMIT - len(_CUT_NOTE)] + _CUT_NOTE
+    return value
+
+
+def summary_rows(ctx: ReportContext) -> list[list[Any]]:
+    """The Summary sheet, as rows: the batch, its counts and spend, then one row per component."""
+    b, s = ctx.batch, ctx.summary
+    counts = s.get("counts") or {}
+    usage = s.get("usage") or {}
+    rows: list[list[Any]] = [
+        ["Batch", b["batch_id"]],
+        ["Suite", b["suite"]],
+        ["Kind", ctx.criteria.kind],
+        ["Criteria Hash", b["criteria_hash"]],
+        ["Status", b["status"]],
+        ["Created By", b["created_by"]],
+        ["Created At", b["created_at"]],
+        ["Finished At", b["finished_at"]],
+        ["Pass Threshold", ctx.criteria.threshold],
+        ["Items", b["total_items"]],
+        ["Passed", counts.get("passed", 0)],
+        ["Failed (below threshold)", counts.get("failed", 0)],
+        ["Errored", counts.get("errored", 0)],
+        ["Cancelled", counts.get("cancelled", 0)],
+        ["Pending", counts.get("pending", 0) + counts.get("in_progress", 0)],
+        ["Partial (a component skipped)", counts.get("partial", 0)],
+        ["Pass Rate", s.get("pass_rate")],
+        ["Mean Total Score", s.get("mean_total")],
+        ["Cost (USD)", s.get("cost_usd", 0.0)],
+    ]
+    for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+        rows.append([name.replace("_", " ").title(), usage.get(name, 0)])
+    rows.append(["Cache Read Ratio", s.get("cache_read_ratio")])
+    rows.append([])
+    rows.append(["Component", "Weight", "OK", "Failed", "Skipped", "Mean", "Median"])
+    components = s.get("components") or {}
+    for name, spec in ctx.criteria.components.items():
+        c = components.get(name, {})
+        rows.append([name, spec.weight, c.get("ok", 0), c.get("failed", 0), c.get("skipped", 0), c.get("mean"), c.get("median")])
+    errors = s.get("errors_by_kind") or {}
+    if errors:
+        rows.append([])
+        rows.append(["Error Kind", "Count"])
+        rows.extend([kind or "unknown", n] for kind, n in sorted(errors.items(), key=lambda kv: -kv[1]))
+    return rows
+
+
+def write_xlsx(ctx: ReportContext, scores: Iterable[Score], target: str | IO[bytes]) -> int:
+    """Write the Excel report to ``target`` (a path or a binary file). Returns the number of result rows."""
+    from openpyxl import Workbook
+    from openpyxl.cell import WriteOnlyCell
+    from openpyxl.styles import Font, PatternFill
+
+    wb = Workbook(write_only=True)
+    bold = Font(bold=True)
+    header_fill = PatternFill("solid", fgColor="DDE4EE")
+
+    def cell(ws: Any, value: Any, *, header: bool = False, number_format: str | None = None) -> Any:
+        if isinstance(value, (dict, list)):
+            value = json.dumps(value, default=str)
+        if isinstance(value, str):
+            value = _excel_text(value)
+        c = WriteOnlyCell(ws, value=value)
+        if isinstance(value, str):
+            c.data_type = "s"  # text stays text: never a formula
+        if header:
+            c.font = bold
+            c.fill = header_fill
+        if number_format and isinstance(value, float):
+            c.number_format = number_format
+        return c
+
+    summary = wb.create_sheet("Summary")
+    summary.column_dimensions["A"].width = 30
+    summary.column_dimensions["B"].width = 40
+    summary.append([cell(summary, "Batch Report", header=True)])
+    for row in summary_rows(ctx):
+        is_header = bool(row) and row[0] in ("Component", "Error Kind")
+        summary.append([cell(summary, v, header=is_header or i == 0, number_format="0.000") for i, v in enumerate(row)])
+
+    results = wb.create_sheet("Results")
+    results.freeze_panes = "A2"
+    rows = _rows(ctx, scores)
+    first = next(rows, None)
+    columns = ctx.columns or (list(first) if first is not None else [])
+    wide = {"LLM Reasoning", "Prompt", "Generated Query", "Expected Query", "Execution Error", "error_message"}
+    for i, name in enumerate(columns):
+        letter = _column_letter(i + 1)
+        results.column_dimensions[letter].width = 60 if name in wide else max(12, min(40, len(name) + 2))
+    results.append([cell(results, name, header=True) for name in columns])
+    n = 0
+    if first is not None:
+        for row in _chain(first, rows):
+            results.append([cell(results, row.get(name), number_format="0.000") for name in columns])
+            n += 1
+    wb.save(target)
+    return n
+
+
+def _chain(first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    yield first
+    yield from rest
+
+
+def _column_letter(index: int) -> str:
+    from openpyxl.utils import get_column_letter
+
+    return get_column_letter(index)

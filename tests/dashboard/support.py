@@ -1,0 +1,125 @@
+"""Shared by the dashboard, report and metrics tests: in-process scoring of a batch, and the API
+(``app_factory.make_app``) as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import REPO, wait_for, worker_env
+from tests.dashboard.app_factory import make_app  # noqa: F401
+
+# --- scoring a batch in this process (no worker) --------------------------------------------------------
+
+
+def judge_runtime(base_url: str) -> Any:
+    from assay.scoring.judge.service import make_client
+    from assay.scoring.judge.wiring import build_breaker, build_governor
+    from assay.scoring.judge.retry import RetryPolicy
+    from assay.scoring.scorer import JudgeRuntime
+    from assay.scoring.suites import load_model_catalog
+    from assay.settings import get_settings
+
+    settings = get_settings()
+    catalog = load_model_catalog(settings.config_dir)
+    return JudgeRuntime(
+        client=make_client("test-key", base_url, timeout=30.0),
+        breaker=build_breaker(settings),
+        governor=build_governor(settings, catalog),
+        catalog=catalog,
+        policy=RetryPolicy(backoff_base_seconds=0.01),
+    )
+
+
+def score_in_process(batch_id: str | uuid.UUID, judge: Any = None) -> None:
+    """Plan and score every component of a batch here, the way a worker would (judge skipped without
+    a runtime)."""
+    from assay.scoring import pipeline
+    from assay.scoring.store.db import transaction
+
+    batch_id = uuid.UUID(str(batch_id))
+    refs = []
+    while True:
+        with transaction() as session:
+            step = pipeline.plan_chunk(session, batch_id, 500)
+        refs += step.refs
+        if step.finished:
+            break
+    score_refs(refs, judge)
+
+
+def score_refs(refs: list[Any], judge: Any = None) -> None:
+    """Compute and land components (``ComponentRef``s), the way a worker would."""
+    from assay.scoring import pipeline
+    from assay.scoring.scorer import compute, load_work
+    from assay.scoring.store.db import transaction
+
+    for ref in refs:
+        with transaction() as session:
+            claim = pipeline.claim(session, ref, "test-owner", 60)
+        if claim.state != "claimed":
+            continue
+        with transaction() as session:
+            work = load_work(session, ref)
+        assert work is not None
+        result = compute(work, judge)
+        with transaction() as session:
+            pipeline.land(session, ref, result, claim=claim)
+
+
+# --- the API as a subprocess ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def api_process(env: dict[str, str] | None = None, log: Path | None = None) -> Iterator[str]:
+    """uvicorn serving ``make_app`` on a free loopback port; yields its base URL."""
+    port = free_port()
+    handle = log.open("ab") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "uvicorn", "tests.dashboard.app_factory:make_app", "--factory",
+            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+        ],
+        env=env or worker_env(),
+        cwd=REPO,
+        stdout=handle,
+        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the API exited early ({proc.returncode})" + (f":\n{log.read_text()[-3000:]}" if log else ""))
+        try:
+            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, timeout=60, message="the API to start")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+        if log and hasattr(handle, "close"):
+            handle.close()

@@ -1,0 +1,273 @@
+"""The dashboard's pages without a browser: sign-in, the cookie, what each page shows (real scores,
+scored in this process against the loopback judge fake)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from assay.api.dashboard import queries, session as cookie
+from tests.conftest import API_KEY, REPO
+from tests.dashboard.support import judge_runtime, make_app, score_in_process, score_refs
+from tests.fakes.anthropic_server import FakeAnthropic
+
+EXAMPLES = REPO / "examples" / "kql_items.jsonl"
+
+
+@pytest.fixture
+def app(clean_db, monkeypatch):
+    monkeypatch.setattr("assay.api.routes.batches.start_planner", lambda batch_id: None)
+    return make_app()
+
+
+@pytest.fixture
+def browser(app):
+    """A client with no credentials, over https (the session cookie is Secure)."""
+    with TestClient(app, base_url="https://testserver", follow_redirects=False) as client:
+        yield client
+
+
+@pytest.fixture
+def signed_in(browser):
+    r = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+    assert r.status_code == 303, r.text
+    return browser
+
+
+@pytest.fixture
+def fake_judge():
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def scored_batch(signed_in, fake_judge):
+    r = signed_in.post(
+        "/api/v1/batches?suite=kql",
+        content=EXAMPLES.read_bytes(),
+        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-ndjson"},
+    )
+    assert r.status_code == 202, r.text
+    batch_id = r.json()["batch_id"]
+    score_in_process(batch_id, judge_runtime(fake_judge.base_url))
+    return batch_id
+
+
+PAGES = ["/dashboard/", "/dashboard/sessions", "/dashboard/missing-tools", "/dashboard/criteria", "/dashboard/judge"]
+
+
+@pytest.mark.parametrize("path", PAGES + [f"/dashboard/batches/{uuid.uuid4()}", f"/dashboard/items/{uuid.uuid4()}"])
+def test_no_page_without_sign_in(browser, path):
+    r = browser.get(path)
+    assert r.status_code == 303
+    assert r.headers["location"].startswith("/dashboard/sign-in?next=")
+    assert browser.get("/dashboard/api/batches?ids=").status_code == 401
+
+
+def test_sign_in_sets_a_secure_http_only_samesite_cookie(browser):
+    page = browser.get("/dashboard/sign-in?next=/dashboard/criteria")
+    assert page.status_code == 200 and 'name="api_key"' in page.text
+    bad = browser.post("/dashboard/sign-in", data={"api_key": "wrong", "next": "/dashboard/"})
+    assert bad.status_code == 401 and cookie.COOKIE_NAME not in bad.headers.get("set-cookie", "")
+    r = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/criteria"})
+    assert r.status_code == 303 and r.headers["location"] == "/dashboard/criteria"
+    set_cookie = r.headers["set-cookie"]
+    assert set_cookie.startswith(f"{cookie.COOKIE_NAME}=")
+    flags = {part.strip().lower() for part in set_cookie.split(";")}
+    assert {"secure", "httponly", "samesite=lax", "path=/"} <= flags
+    assert API_KEY not in set_cookie  # only a fingerprint of the key travels
+    assert browser.get("/dashboard/criteria").status_code == 200
+    out = browser.post("/dashboard/sign-out")
+    assert out.status_code == 303
+    assert browser.get("/dashboard/criteria").status_code == 303
+
+
+def test_sign_in_never_redirects_off_site(browser):
+    for target in ["//evil.example/x", "https://evil.example/", "/\\evil.example"]:
+        r = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": target})
+        assert r.headers["location"] == "/dashboard/"
+
+
+def test_forged_expired_and_revoked_cookies_are_refused():
+    from pydantic import SecretStr
+
+    class S:
+        api_keys = [SecretStr("k1"), SecretStr("k2")]
+        session_secret = None
+
+    value, data = cookie.issue(S, "api-client", "k1", now=1000)
+    assert cookie.verify(S, value, now=1001) == data
+    body, sig = value.split(".")
+    assert cookie.verify(S, body + "." + sig[:-2] + "AA", now=1001) is None
+    assert cookie.verify(S, value, now=1000 + cookie.DEFAULT_MAX_AGE_SECONDS + 1) is None
+
+    class Rotated(S):
+        api_keys = [SecretStr("k2")]
+
+    assert cookie.verify(Rotated, value, now=1001) is None  # the key it was opened with is gone
+
+    class Configured(Rotated):
+        session_secret = SecretStr("a-fixed-secret")
+
+    value2, _ = cookie.issue(Configured, "api-client", "k2", now=1000)
+    assert cookie.verify(Configured, value2, now=1001) is not None
+    assert cookie.verify(Rotated, value2, now=1001) is None  # another secret
+
+
+def test_proxy_user_needs_no_sign_in(app):
+    with TestClient(app, base_url="https://testserver", follow_redirects=False, client=("10.255.255.254", 4000)) as proxied:
+        r = proxied.get("/dashboard/", headers={"X-Forwarded-User": "alice@example.com"})
+        assert r.status_code == 200 and "alice@example.com" in r.text
+    with TestClient(app, base_url="https://testserver", follow_redirects=False, client=("10.0.0.9", 4000)) as stranger:
+        r = stranger.get("/dashboard/", headers={"X-Forwarded-User": "alice@example.com"})
+        assert r.status_code == 303  # not a trusted proxy: the header means nothing
+
+
+def test_json_api_takes_the_cookie_and_wants_the_csrf_token_to_change_things(signed_in):
+    assert signed_in.get("/api/v1/batches").status_code == 200
+    page = signed_in.get("/dashboard/").text
+    token = re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)
+    body = EXAMPLES.read_bytes()
+    refused = signed_in.post("/api/v1/batches?suite=kql", content=body)
+    assert refused.status_code == 401 and "X-CSRF-Token" in refused.json()["message"]
+    taken = signed_in.post("/api/v1/batches?suite=kql", content=body, headers={"X-CSRF-Token": token})
+    assert taken.status_code == 202, taken.text
+    assert taken.json()["accepted"] == 4
+
+
+def test_batches_list_and_live_progress(signed_in, scored_batch):
+    page = signed_in.get("/dashboard/")
+    assert page.status_code == 200
+    assert f'data-batch-id="{scored_batch}"' in page.text and "completed" in page.text
+    live = signed_in.get(f"/dashboard/api/batches?ids={scored_batch},not-a-uuid").json()["batches"]
+    assert len(live) == 1
+    row = live[0]
+    assert row["status"] == "completed" and row["done"] == 4 and row["percent"] == 100.0
+    assert row["passed"] + row["failed"] + row["errored"] == 4
+    assert row["cost_usd"] > 0 and row["active"] is False
+
+
+def test_batch_detail_has_design_000_sections(signed_in, scored_batch):
+    page = signed_in.get(f"/dashboard/batches/{scored_batch}")
+    assert page.status_code == 200
+    text = page.text
+    success = text[text.index('id="success"') : text.index('id="errors"')]
+    errors = text[text.index('id="errors"') :]
+    n_pass = success.count('class="result-card pass"')
+    n_fail = errors.count('class="result-card fail"')
+    assert n_pass + n_fail == 4 and n_fail >= 1  # examples: one did not execute, one is design scenario 3
+    assert "Score: " in success and "PASS ≥90%" in success
+    assert "Judge&#39;s reasoning" in errors or "Judge's reasoning" in errors
+    for fmt in ("xlsx", "csv", "json"):
+        assert f"/api/v1/batches/{scored_batch}/report.{fmt}" in text
+    assert text.count('class="hbin') == 10
+    for name in ("schema_match", "semantic_similarity", "results_match", "llm_grading"):
+        assert name in text
+
+
+def test_item_detail_shows_every_score_with_its_criteria(signed_in, scored_batch):
+    results = signed_in.get(f"/api/v1/batches/{scored_batch}/results").json()["results"]
+    item_id = results[0]["item_id"]
+    page = signed_in.get(f"/dashboard/items/{item_id}")
+    assert page.status_code == 200
+    assert results[0]["criteria_hash"] in page.text and "current criteria" in page.text
+    assert "Reasoning" in page.text and "Tokens" in page.text
+    assert signed_in.get(f"/dashboard/items/{uuid.uuid4()}").status_code == 404
+
+
+def test_pages_load_only_their_own_assets_and_cannot_be_framed(signed_in):
+    r = signed_in.get("/dashboard/")
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
+    assert "<script>" not in r.text and "onchange=" not in r.text and "//cdn" not in r.text
+    for asset in ("/dashboard/static/dashboard.js", "/dashboard/static/dashboard.css"):
+        assert signed_in.get(asset).status_code == 200
+
+
+def test_criteria_and_judge_pages(signed_in, scored_batch):
+    page = signed_in.get("/dashboard/criteria").text
+    assert "kql" in page and "current" in page
+    judge = signed_in.get("/dashboard/judge")
+    assert judge.status_code == 200 and "closed" in judge.text and "metrics" in judge.text
+
+
+def test_score_bands_are_design_001s():
+    assert [queries.band(v)[0] for v in (0, 44, 45, 59, 60, 74, 75, 89, 90, 100)] == [
+        "band-red", "band-red", "band-orange", "band-orange", "band-yellow", "band-yellow",
+        "band-lightgreen", "band-lightgreen", "band-darkgreen", "band-darkgreen",
+    ]
+    assert queries.band(None) == ("band-none", "not scored")
+    assert queries.score100(0.445) == 44 and queries.score100(0.9) == 90
+
+
+def test_missing_tools_are_folded():
+    assert queries.normalise_tool("List_Files") == queries.normalise_tool("list files") == "list-files"
+
+
+
+
+def session_body(session_id: str, tools: list[str]) -> dict:
+    return {
+        "session_id": session_id,
+        "status": "completed",
+        "alert_type": "PodCrashLoop",
+        "alert_data": {"namespace": "prod", "pod": session_id},
+        "conversation": [
+            {"type": "message", "role": "user", "content": f"Alert: {session_id} is crash-looping."},
+            {"type": "tool_call", "tool_name": tools[0], "arguments": {"pod": session_id}, "result": "CrashLoopBackOff"},
+            {"type": "message", "role": "assistant", "content": "Out of memory; raise the limit."},
+        ],
+        "final_analysis": "OOMKilled: raise the memory limit.",
+        "available_tools": tools,
+    }
+
+
+def test_sessions_list_badges_filters_and_missing_tools(app, signed_in, fake_judge, monkeypatch):
+    published = []
+    monkeypatch.setattr("assay.api.routes.sessions.publish_components", published.extend)
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    ids = [f"s-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    for n, sid in enumerate(ids):
+        r = signed_in.post("/api/v1/sessions", json=session_body(sid, ["pods_get", "logs", "read-file"][n:] + ["pods_get"]), headers=auth)
+        assert r.status_code == 201, r.text
+    for sid in ids[:2]:
+        assert signed_in.post(f"/api/v1/scoring/sessions/{sid}/score", json={}, headers=auth).status_code == 202
+    score_refs(published, judge_runtime(fake_judge.base_url))
+    scores = {sid: signed_in.get(f"/api/v1/scoring/sessions/{sid}/score", headers=auth).json() for sid in ids[:2]}
+    assert all(s["status"] == "completed" for s in scores.values())
+
+    page = signed_in.get("/dashboard/sessions").text
+    for sid, score in scores.items():
+        value = score["total_score"]
+        css = queries.band(value)[0]
+        assert re.search(rf'class="badge {css}"\s+data-session-badge="{sid}"[^>]*>{value}<', page), (sid, value)
+    assert re.search(rf'class="badge band-none"\s+data-session-badge="{ids[2]}"[^>]*>Not scored<', page)
+    assert page.count('class="primary score-session"') == 3
+    only_unscored = signed_in.get("/dashboard/sessions?state=not_scored").text
+    assert ids[2] in only_unscored and ids[0] not in only_unscored and ids[1] not in only_unscored
+    low = min(s["total_score"] for s in scores.values())
+    at_least = signed_in.get(f"/dashboard/sessions?min_score={low + 1}").text
+    assert sum(sid in at_least for sid in ids) == sum(s["total_score"] >= low + 1 for s in scores.values())
+
+    detail = signed_in.get(f"/dashboard/sessions/{ids[0]}").text
+    first = scores[ids[0]]
+    assert first["criteria_hash"] in detail and "current criteria" in detail
+    for tool in first["missing_tools"]:
+        assert tool["tool_name"] in detail or tool["tool_name"].replace("&", "&amp;") in detail
+    for approach in first["alternative_approaches"]:
+        assert approach["name"] in detail
+    for name in first["score_breakdown"]:
+        assert name.replace("_", " ") in detail
+
+    # The chart counts what the analytics endpoint counts.
+    chart = signed_in.get("/dashboard/missing-tools").text
+    api = signed_in.get("/api/v1/scoring/missing-tools", headers=auth).json()
+    tools = api["tools"]
+    assert tools and f"({api['scores_considered']} scores)" in chart
+    for tool in tools:
+        name = tool.get("tool_name") or tool.get("normalized_name")
+        assert re.search(rf"<code>{re.escape(name)}</code></span>\s*<div class=\"htrack\">.*?<span class=\"hvalue\">{tool['count']}</span>", chart, re.S), name
