@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
 import statistics
 import time
 from pathlib import Path
@@ -25,10 +26,14 @@ def test_layers_are_reported_and_the_required_ones_active(sandbox):
     for name in ("rlimits", "seccomp", "landlock", "no_network", "no_new_processes", "filesystem", "signals"):
         assert layers[name], (name, layers)
     assert hello["pandas"] and hello["python"]
-    # Never the repository, /etc or a home directory among the readable trees.
+    # Never the repository, /etc or a home directory among the readable trees. The interpreter's own
+    # environment may sit inside the checkout (the README installs .venv there): its lib/ is needed.
     repo = str(Path(__file__).resolve().parents[3])
+    environment = sys.prefix + os.sep
     for path in hello["read_only"]:
-        assert not path.startswith(repo) and not path.startswith("/etc") and path not in ("/", "/root", "/home")
+        inside_environment = (path + os.sep).startswith(environment)
+        assert inside_environment or not path.startswith(repo), path
+        assert not path.startswith("/etc") and path not in ("/", "/root", "/home", repo)
     assert sandbox.layers() == layers
 
 
