@@ -117,6 +117,9 @@ def fake_judge() -> Iterator[object]:
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_",))}
     env.update(TEST_ENV)
+    # Each worker gets its own judge breaker and rate window, so one test's judgments never hold up
+    # another's; a test that needs workers to share them passes the same prefix explicitly.
+    env["ASSAY_REDIS_KEY_PREFIX"] = f"{TEST_DB}:judge-{uuid.uuid4().hex[:8]}"
     env.update(extra or {})
     env["PYTHONPATH"] = str(REPO)
     return env
