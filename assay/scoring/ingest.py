@@ -137,6 +137,17 @@ class LineSplitter:
                 yield index, line
 
 
+def contains_nul(value: Any) -> bool:
+    """Whether any string in a JSON-like value (keys included) holds NUL, which Postgres cannot store."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in str(key) or contains_nul(inner) for key, inner in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(inner) for inner in value)
+    return False
+
+
 def _format_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:3]:

@@ -368,3 +368,8 @@ score_query_api = schemathesis.pytest.from_fixture("score_query_schema")
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_generated_requests_never_get_a_server_error(case) -> None:
     case.call_and_validate(headers={"Authorization": f"Bearer {API_KEY}"}, checks=[not_a_server_error])
+
+
+def test_a_nul_character_is_a_clear_422(client) -> None:
+    r = client.post("/api/score-query", json={"generated_kql": "T", "expected_kql": "T", "prompt": "a\x00b"})
+    assert r.status_code == 422 and "NUL" in r.json()["message"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -33,7 +32,7 @@ from assay.api.publish import publish_components
 from assay.scoring import datasets
 from assay.scoring.criteria import current_suite, load_criteria, register_criteria
 from assay.scoring.errors import CriteriaError, InvalidInput, NotFound
-from assay.scoring.ingest import item_content_hash
+from assay.scoring.ingest import contains_nul, item_content_hash
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.pipeline import ComponentRef, create_components
@@ -134,25 +133,13 @@ def _criteria_for(session: Session, criteria_hash: str, suite: str, model: str |
     return register_criteria(session, variant), variant
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield str(key)
-            yield from _strings(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _strings(inner)
-
-
 def _create(body: ScoreQueryIn, suite: str, principal: Principal) -> tuple[uuid.UUID, list[ComponentRef]]:
     try:
         item = KqlItem.model_validate(body.model_dump(exclude={"model"}, exclude_none=True))
     except ValidationError as exc:
         raise InvalidInput(f"not a valid KQL item: {exc.errors(include_url=False)[0]['msg']}") from None
     payload = item.model_dump(mode="json", exclude_none=True)
-    if any("\x00" in s for s in _strings(payload)):
+    if contains_nul(payload):
         raise InvalidInput("the request contains a NUL character (\\u0000), which the store cannot hold")
     with transaction() as session:
         record = current_suite(session, suite)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import InvalidInput
-from assay.scoring.ingest import item_content_hash
+from assay.scoring.ingest import contains_nul, item_content_hash
 from assay.scoring.kinds.alert_session import (
     KIND_NAME,
     AlertSessionItem,
@@ -86,22 +86,10 @@ def active_score(session: Session, session_id: str) -> Score | None:
     )
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield str(key)
-            yield from _strings(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _strings(inner)
-
-
 def session_payload(item: AlertSessionItem) -> tuple[dict[str, Any], str]:
     """The stored payload and its content hash; refuses what the store cannot hold."""
     payload = item.model_dump(mode="json", exclude_none=True)
-    if any("\x00" in s for s in _strings(payload)):
+    if contains_nul(payload):
         raise InvalidInput("the session contains a NUL character (\\u0000), which the store cannot hold")
     try:
         payload_json = canonical_json(payload)
