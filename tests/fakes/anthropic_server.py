@@ -30,8 +30,6 @@ import json
 import math
 import random
 import re
-import socket
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator
@@ -45,6 +43,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.loopback import SERVER_DEFAULTS, LoopbackServer
 
 INJECTION_MARKER = "IGNORE PREVIOUS INSTRUCTIONS"
 # API version 2026-10-21 (the one SDK 2.x sends) removed sampling parameters: the real API answers 400.
@@ -588,30 +588,17 @@ class FakeAnthropic(FakeControl):
     """The fake served by uvicorn in a background thread on 127.0.0.1; a context manager."""
 
     def __init__(self, *, latency: float = 0.0, port: int = 0, **config: Any) -> None:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", port))
-        self.port = self._socket.getsockname()[1]
         app = create_app(FakeConfig(latency=latency, **config))
-        self._server = uvicorn.Server(_server_config(app, port=self.port))
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True, name="fake-anthropic"
-        )
-        super().__init__(f"http://127.0.0.1:{self.port}")
+        self._loopback = LoopbackServer(app, name="fake-anthropic", port=port, **_SERVER_OPTIONS)
+        self.port = self._loopback.port
+        super().__init__(self._loopback.base_url)
 
     def start(self) -> FakeAnthropic:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake Anthropic server did not start")
-            time.sleep(0.01)
+        self._loopback.start()
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._socket.close()
+        self._loopback.stop()
         self.close()
 
     def __enter__(self) -> FakeAnthropic:
@@ -621,18 +608,8 @@ class FakeAnthropic(FakeControl):
         self.stop()
 
 
-def _server_config(app: Starlette, *, port: int, host: str = "127.0.0.1") -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        backlog=4096,
-        timeout_keep_alive=30,
-        # Hanging requests poll for the client's disconnect; don't wait long for them on shutdown.
-        timeout_graceful_shutdown=1,
-    )
+# Many concurrent clients (benchmarks run 64 at once), kept alive between calls.
+_SERVER_OPTIONS: dict[str, Any] = {"backlog": 4096, "timeout_keep_alive": 30}
 
 
 def main() -> None:
@@ -646,7 +623,9 @@ def main() -> None:
     config = FakeConfig(
         latency=args.latency, requests_limit=args.requests_limit, input_tokens_limit=args.input_tokens_limit
     )
-    uvicorn.Server(_server_config(create_app(config), port=args.port, host=args.host)).run()
+    uvicorn.Server(
+        uvicorn.Config(create_app(config), host=args.host, port=args.port, **SERVER_DEFAULTS, **_SERVER_OPTIONS)
+    ).run()
 
 
 if __name__ == "__main__":

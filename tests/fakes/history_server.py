@@ -13,35 +13,26 @@ not JSON, or one that is not a valid session. Served by uvicorn on 127.0.0.1 in 
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from collections import deque
 from typing import Any, Literal
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.fakes.loopback import LoopbackServer
+
 Failure = Literal["error", "slow", "not_json", "invalid"]
 
 
-class FakeHistory:
+class FakeHistory(LoopbackServer):
     def __init__(self) -> None:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.failures: deque[dict[str, Any]] = deque()
         self.calls: list[str] = []
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{self.port}"
         app = Starlette(routes=[Route("/api/v1/history/sessions/{session_id:path}", self._get, methods=["GET"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True, name="fake-history")
+        super().__init__(app, name="fake-history")
 
     def put(self, session: dict[str, Any]) -> None:
         self.sessions[session["session_id"]] = session
@@ -67,23 +58,3 @@ class FakeHistory:
         if session is None:
             return JSONResponse({"detail": f"session {session_id} not found"}, status_code=404)
         return JSONResponse({"session": {**session, "chain_id": "ignored-by-the-client"}, "history_version": 2})
-
-    def start(self) -> FakeHistory:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake history service did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._socket.close()
-
-    def __enter__(self) -> FakeHistory:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
