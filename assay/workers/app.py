@@ -46,6 +46,8 @@ def make_celery() -> Celery:
             "visibility_timeout": settings.visibility_timeout_seconds,
             **({"global_keyprefix": settings.broker_key_prefix} if settings.broker_key_prefix else {}),
         },
+        # Survives a kombu crash on broker reconnect (see assay.workers.consumer).
+        worker_consumer="assay.workers.consumer:ResilientConsumer",
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         # Flower reads these events.
