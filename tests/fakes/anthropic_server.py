@@ -1,4 +1,5 @@
-"""A loopback fake of the Anthropic Messages API, for tests and benchmarks, driven through the real SDK.
+"""A loopback fake of the Anthropic Messages API (and its Message Batches API), for tests and benchmarks,
+driven through the real SDK.
 
 Run it in a background thread::
 
@@ -11,14 +12,40 @@ with ``FakeControl(base_url)``::
 
     python -m tests.fakes.anthropic_server --port 8765 --latency 0.05
 
-API: ``POST /v1/messages`` (JSON or SSE stream), ``POST /v1/messages/count_tokens``.
-Control plane: ``POST /_fake/script`` (``{"behaviours": [...]}`` appended to the queue, one per call),
-``POST /_fake/config`` (partial ``FakeConfig``), ``GET /_fake/calls``, ``POST /_fake/reset``.
+API: ``POST /v1/messages`` (JSON or SSE stream), ``POST /v1/messages/count_tokens``, and the batches:
+``POST /v1/messages/batches`` (create), ``GET /v1/messages/batches`` (list, newest first, ``limit``/
+``after_id``/``before_id``), ``GET``/``DELETE /v1/messages/batches/{id}``, ``POST .../{id}/cancel`` and
+``GET .../{id}/results`` (JSON Lines; ``results_url`` names this server, so the SDK's ``results()`` works).
+Control plane: ``POST /_fake/script`` (``{"behaviours": [...]}`` appended to the queue, one per realtime
+call), ``POST /_fake/config`` (partial ``FakeConfig``), ``POST /_fake/batch_outcomes`` (below),
+``GET /_fake/calls``, ``POST /_fake/reset`` (also forgets batches and batch outcomes).
 
 Answers follow the schema in ``output_config.format.schema`` and are a deterministic function of
 the first user message, so repeated runs agree. Calls are counted per *item key*: the sha256 of the
 first user message's text; a repair call (any conversation longer than one message) counts against
-the same key and is flagged ``repair``.
+the same key and is flagged ``repair``. Every call record says its ``lane`` ("realtime" or "batch"; batch
+ones also carry ``batch_id`` and ``custom_id``); ``/_fake/calls`` adds per-lane counts (``by_lane``) and
+how often each batch endpoint was hit (``batch_api``).
+
+Batches: a batch is ``in_progress`` for ``batch_processing_seconds`` (requests finish evenly over that
+time), then ``ended``, its results made by the same code as ``/v1/messages`` answers (same text, same
+usage and prompt-cache accounting), one call each for succeeded and errored requests. Results come in
+reverse submission order, as the real API promises no order. Reading results before the end is a 400.
+A cancel makes the batch ``canceling`` for ``batch_cancel_seconds``, then ``ended``; requests not yet
+finished when it came are ``canceled``. As in the real API, a batch's envelope is checked at create
+(400: custom_ids unique and ``^[a-zA-Z0-9_-]{1,64}$``, at most 100,000 requests) but each request's
+``params`` only while processing: invalid ones (sampling parameters, ``stream``, missing fields) end
+``errored`` with the invalid_request_error ``/v1/messages`` would answer, and are not counted as calls.
+The realtime script queue never applies to batches; their outcomes are scripted with::
+
+    POST /_fake/batch_outcomes {"outcomes": {"<custom_id>": "errored"}, "every_nth": {"n": 5, "outcome": "expired"}}
+
+An outcome is one of succeeded, errored (api_error), expired, malformed (text that is not JSON),
+out_of_range (JSON past the schema's bounds), truncated (stop_reason max_tokens). ``outcomes`` are merged
+into those pending, and each applies once: to the next batch created that holds that custom_id.
+``every_nth`` (the 5th, 10th, ... request of every batch created from then on; a custom_id outcome wins)
+replaces the previous rule, or with ``null`` clears it. The answer is what is pending. ``FakeControl``
+wraps it as ``batch_outcomes(outcomes, every_nth=..., nth_outcome=...)``.
 """
 
 from __future__ import annotations
@@ -30,9 +57,11 @@ import json
 import math
 import random
 import re
+import secrets
 import time
 from collections import Counter, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -52,6 +81,11 @@ SAMPLING_PARAMETERS = frozenset({"temperature", "top_p", "top_k"})
 LEGACY_API_VERSION = "2023-06-01"
 CHARS_PER_TOKEN = 4
 WINDOW_SECONDS = 60.0
+CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 256 * 1024 * 1024
+BATCH_EXPIRY_SECONDS = 24 * 3600.0
+BATCH_ENDPOINTS = ("create", "retrieve", "list", "results", "cancel", "delete")
 
 BehaviourKind = Literal[
     "ok",  # a valid answer (plain text without a schema)
@@ -119,6 +153,35 @@ class FakeConfig(BaseModel):
     obey_injection: bool = Field(True, description=f"Answer invalid JSON to prompts containing {INJECTION_MARKER!r}.")
     requests_limit: int = Field(4000, ge=1, description="Reported in anthropic-ratelimit-requests-* headers.")
     input_tokens_limit: int = Field(2_000_000, ge=1, description="Reported in anthropic-ratelimit-input-tokens-*.")
+    batch_processing_seconds: float = Field(0.5, ge=0, description="How long a new batch stays in_progress.")
+    batch_cancel_seconds: float = Field(0.1, ge=0, description="How long a canceled batch stays canceling.")
+
+
+BatchOutcome = Literal["succeeded", "errored", "expired", "malformed", "out_of_range", "truncated"]
+# The realtime behaviour each outcome answers like; it is the ``kind`` on the call record.
+_OUTCOME_KIND: dict[str, BehaviourKind] = {
+    "succeeded": "ok",
+    "errored": "server_error",
+    "malformed": "malformed",
+    "out_of_range": "out_of_range",
+    "truncated": "truncated",
+}
+
+
+class EveryNth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(..., ge=1)
+    outcome: BatchOutcome
+
+
+class BatchOutcomes(BaseModel):
+    """The body of ``POST /_fake/batch_outcomes``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcomes: dict[str, BatchOutcome] = Field(default_factory=dict)
+    every_nth: EveryNth | None = None
 
 
 # --- answers that follow a schema ----------------------------------------------------------------
@@ -285,6 +348,85 @@ def _rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
 
 
+def _item_key(msgs: list[dict[str, Any]]) -> str:
+    first_user = next((m for m in msgs if m.get("role") == "user"), {})
+    return hashlib.sha256(_text_of(first_user.get("content")).encode()).hexdigest()
+
+
+def _input_size(body: dict[str, Any]) -> tuple[int, str]:
+    """(input tokens, the cached system prefix)."""
+    system_text, cached_text = _system_parts(body.get("system"))
+    all_text = system_text + "".join(_text_of(m.get("content")) for m in body["messages"])
+    return max(1, _tokens(all_text)), cached_text
+
+
+def _invalid_params(body: Any, *, legacy_api: bool) -> str | None:
+    """Why the API refuses these message params (an invalid_request_error), or None."""
+    if not isinstance(body, dict):
+        return "body: Input should be an object"
+    sampling = sorted(SAMPLING_PARAMETERS & body.keys())
+    if sampling and not legacy_api:
+        return f"{sampling[0]}: Extra inputs are not permitted"
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs or not body.get("model") or not body.get("max_tokens"):
+        return "model, max_tokens and messages are required"
+    return None
+
+
+# --- batches ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    id: str
+    custom_ids: list[str]
+    params: list[dict[str, Any]]
+    outcomes: list[BatchOutcome]
+    legacy_api: bool  # the anthropic-version at create, which decides whether sampling params pass
+    created_at: float
+    processing_seconds: float
+    ends_at: float  # when processing ends (moved earlier by a cancel)
+    cancel_initiated_at: float | None = None
+    finished_before_cancel: int | None = None  # requests done when the cancel came; the rest are canceled
+    results: list[dict[str, Any]] | None = None  # once ended: one line per request, in submission order
+
+    def status(self) -> Literal["in_progress", "canceling", "ended"]:
+        if self.results is not None:
+            return "ended"
+        return "in_progress" if self.cancel_initiated_at is None else "canceling"
+
+    def finished_by(self, now: float) -> int:
+        """Requests done by ``now``: they finish evenly over the processing time."""
+        if self.processing_seconds <= 0:
+            return len(self.params)
+        done = len(self.params) * (now - self.created_at) / self.processing_seconds
+        return min(len(self.params), max(0, math.floor(done)))
+
+    def to_json(self, base_url: str) -> dict[str, Any]:
+        ended = self.results is not None
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if ended:  # the real API tallies only once the whole batch has ended
+            counts.update(Counter(line["result"]["type"] for line in self.results or []))
+        else:
+            counts["processing"] = len(self.params)
+        return {
+            "id": self.id,
+            "type": "message_batch",
+            "processing_status": self.status(),
+            "request_counts": counts,
+            "created_at": _rfc3339(self.created_at),
+            "expires_at": _rfc3339(self.created_at + BATCH_EXPIRY_SECONDS),
+            "ended_at": _rfc3339(self.ends_at) if ended else None,
+            "cancel_initiated_at": _rfc3339(self.cancel_initiated_at) if self.cancel_initiated_at else None,
+            "archived_at": None,
+            "results_url": f"{base_url}/v1/messages/batches/{self.id}/results" if ended else None,
+        }
+
+
+def _errored(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": message}}}
+
+
 # --- the server state ------------------------------------------------------------------------------
 
 
@@ -303,6 +445,10 @@ class FakeState:
         self.window: deque[tuple[float, int]] = deque()  # (time, input tokens) of recent requests
         self.window_tokens = 0  # their sum, kept as they come and go: no O(n) sum per request
         self.sequence = 0
+        self.batches: dict[str, _Batch] = {}  # in creation order
+        self.batch_outcomes: dict[str, BatchOutcome] = {}  # by custom_id, each used by one batch
+        self.every_nth: EveryNth | None = None
+        self.batch_api: Counter[str] = Counter(dict.fromkeys(BATCH_ENDPOINTS, 0))
 
     def next_behaviour(self) -> Behaviour:
         if not self.script:
@@ -346,10 +492,95 @@ class FakeState:
                 usage["cache_creation_input_tokens"] = cached
         return usage
 
+    def record_call(
+        self, body: dict[str, Any], item_key: str, kind: BehaviourKind, at: float, **lane: Any
+    ) -> dict[str, Any]:
+        call: dict[str, Any] = {
+            "n": self.sequence,
+            "item_key": item_key,
+            "repair": len(body["messages"]) > 1,
+            "model": body["model"],
+            "stream": bool(body.get("stream")),
+            "kind": kind,
+            "status": 200,
+            "at": at,
+            "lane": "realtime",
+            "batch_id": None,
+            "custom_id": None,
+            **lane,
+        }
+        self.calls.append(call)
+        return call
+
+    def message(self, body: dict[str, Any], item_key: str, kind: BehaviourKind) -> dict[str, Any]:
+        """The Message answering ``body``: one code path for both lanes, so their verdicts agree."""
+        total_tokens, cached_text = _input_size(body)
+        text, stop_reason, output_tokens = _answer(body, body["messages"], item_key, kind, self.config)
+        usage = {"output_tokens": output_tokens, **self.input_usage(body["model"], total_tokens, cached_text)}
+        return {
+            "id": f"msg_fake_{self.sequence:08d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def create_batch(self, custom_ids: list[str], params: list[dict[str, Any]], legacy_api: bool) -> _Batch:
+        now = time.time()
+        outcomes: list[BatchOutcome] = []
+        for position, custom_id in enumerate(custom_ids, start=1):
+            nth = self.every_nth
+            default: BatchOutcome = nth.outcome if nth and position % nth.n == 0 else "succeeded"
+            outcomes.append(self.batch_outcomes.pop(custom_id, default))
+        seconds = self.config.batch_processing_seconds
+        batch_id = f"msgbatch_{secrets.token_hex(12)}"  # unique across resets, so a stale poller finds nothing
+        batch = _Batch(batch_id, custom_ids, params, outcomes, legacy_api, now, seconds, now + seconds)
+        self.batches[batch.id] = batch
+        return batch
+
+    def settle_batches(self, now: float) -> None:
+        """End every batch whose time has come. Done lazily, whenever anyone looks, so nothing runs in
+        the background and a batch's calls are recorded before any report could miss them."""
+        for batch in self.batches.values():
+            if batch.results is None and batch.ends_at <= now:
+                self._finish(batch)
+
+    def _finish(self, batch: _Batch) -> None:
+        lines = []
+        for i, (custom_id, params, outcome) in enumerate(zip(batch.custom_ids, batch.params, batch.outcomes)):
+            canceled = batch.finished_before_cancel is not None and i >= batch.finished_before_cancel
+            result = {"type": "canceled"} if canceled else self._batch_result(batch, custom_id, params, outcome)
+            lines.append({"custom_id": custom_id, "result": result})
+        batch.results = lines
+
+    def _batch_result(
+        self, batch: _Batch, custom_id: str, params: dict[str, Any], outcome: BatchOutcome
+    ) -> dict[str, Any]:
+        problem = _invalid_params(params, legacy_api=batch.legacy_api)
+        if problem is None and params.get("stream"):
+            problem = "stream: Extra inputs are not permitted"  # batch params are non-streaming
+        if problem:  # refused before any model call, as /v1/messages refuses it with a 400: not a call
+            return _errored("invalid_request_error", problem)
+        if outcome == "expired":
+            return {"type": "expired"}
+        item_key, kind = _item_key(params["messages"]), _OUTCOME_KIND[outcome]
+        self.sequence += 1
+        lane = {"lane": "batch", "batch_id": batch.id, "custom_id": custom_id}
+        call = self.record_call(params, item_key, kind, batch.ends_at, **lane)
+        if outcome == "errored":
+            call["status"] = 500
+            return _errored("api_error", "Internal server error")
+        return {"type": "succeeded", "message": self.message(params, item_key, kind)}
+
     def calls_report(self) -> dict[str, Any]:
         counts, repairs, answered = Counter(), Counter(), Counter()
+        by_lane: dict[str, Counter[str]] = {"realtime": Counter(), "batch": Counter()}
         for call in self.calls:
             counts[call["item_key"]] += 1
+            by_lane[call["lane"]][call["item_key"]] += 1
             if call["repair"]:
                 repairs[call["item_key"]] += 1
             elif call["status"] == 200:
@@ -360,7 +591,17 @@ class FakeState:
             "counts": dict(counts),  # every call per item key
             "repairs": dict(repairs),  # repair calls per item key
             "answered": dict(answered),  # first (non-repair) calls answered 200 per item key
+            "by_lane": {lane: dict(c) for lane, c in by_lane.items()},  # every call per lane and item key
+            "batch_api": dict(self.batch_api),  # requests per batch endpoint, whatever their answer
         }
+
+
+def _authenticated(request: Request) -> bool:
+    return bool(request.headers.get("x-api-key") or request.headers.get("authorization"))
+
+
+def _legacy_api(request: Request) -> bool:
+    return request.headers.get("anthropic-version") == LEGACY_API_VERSION
 
 
 def _error_response(
@@ -400,35 +641,16 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
             body = await request.json()
         except ValueError:
             return _error_response(400, "invalid_request_error", "request body is not JSON", headers)
-        if not (request.headers.get("x-api-key") or request.headers.get("authorization")):
+        if not _authenticated(request):
             return _error_response(401, "authentication_error", "x-api-key header is required", headers)
-        sampling = sorted(SAMPLING_PARAMETERS & body.keys())
-        if sampling and request.headers.get("anthropic-version") != LEGACY_API_VERSION:
-            message = f"{sampling[0]}: Extra inputs are not permitted"
-            return _error_response(400, "invalid_request_error", message, headers)
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs or not body.get("model") or not body.get("max_tokens"):
-            return _error_response(400, "invalid_request_error", "model, max_tokens and messages are required", headers)
+        problem = _invalid_params(body, legacy_api=_legacy_api(request))
+        if problem:
+            return _error_response(400, "invalid_request_error", problem, headers)
 
-        first_user = next((m for m in msgs if m.get("role") == "user"), {})
-        item_key = hashlib.sha256(_text_of(first_user.get("content")).encode()).hexdigest()
+        item_key = _item_key(body["messages"])
         behaviour = state.next_behaviour()
-        call: dict[str, Any] = {
-            "n": state.sequence,
-            "item_key": item_key,
-            "repair": len(msgs) > 1,
-            "model": body["model"],
-            "stream": bool(body.get("stream")),
-            "kind": behaviour.kind,
-            "status": 200,
-            "at": now,
-        }
-        state.calls.append(call)
-
-        system_text, cached_text = _system_parts(body.get("system"))
-        all_text = system_text + "".join(_text_of(m.get("content")) for m in msgs)
-        total_tokens = max(1, _tokens(all_text))
-        state.count_request(now, total_tokens)
+        call = state.record_call(body, item_key, behaviour.kind, now)
+        state.count_request(now, _input_size(body)[0])
         headers.update(state.ratelimit_headers(now))
         headers.update(behaviour.headers)
 
@@ -448,18 +670,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
             call["status"] = response.status_code
             return response
 
-        text, stop_reason, output_tokens = _answer(body, msgs, item_key, behaviour.kind, state.config)
-        usage = {"output_tokens": output_tokens, **state.input_usage(body["model"], total_tokens, cached_text)}
-        message = {
-            "id": f"msg_fake_{state.sequence:08d}",
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": stop_reason,
-            "stop_sequence": None,
-            "usage": usage,
-        }
+        message = state.message(body, item_key, behaviour.kind)
         if body.get("stream"):
             return StreamingResponse(_sse(message), media_type="text/event-stream", headers=headers)
         return JSONResponse(message, headers=headers)
@@ -469,6 +680,148 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         system_text, _ = _system_parts(body.get("system"))
         text = system_text + "".join(_text_of(m.get("content")) for m in body.get("messages") or [])
         return JSONResponse({"input_tokens": max(1, _tokens(text))})
+
+    def batch_request(request: Request, endpoint: str) -> tuple[dict[str, str], Response | None]:
+        """The common start of every batch endpoint: count it, name it, check the key, end due batches."""
+        state.batch_api[endpoint] += 1
+        state.sequence += 1
+        headers = {"request-id": f"req_fake_{state.sequence:08d}"}
+        state.settle_batches(time.time())
+        if not _authenticated(request):
+            return headers, _error_response(401, "authentication_error", "x-api-key header is required", headers)
+        return headers, None
+
+    def find_batch(request: Request, headers: dict[str, str]) -> _Batch | Response:
+        batch_id = request.path_params["batch_id"]
+        batch = state.batches.get(batch_id)
+        if batch is None:
+            return _error_response(404, "not_found_error", f"No message batch found with id {batch_id!r}", headers)
+        return batch
+
+    def base_url(request: Request) -> str:
+        return str(request.base_url).rstrip("/")  # the address the client used: loopback, and this port
+
+    async def create_batch(request: Request) -> Response:
+        headers, refused = batch_request(request, "create")
+        raw = await request.body()
+        if refused:
+            return refused
+        if len(raw) > MAX_BATCH_BYTES:
+            return _error_response(413, "request_too_large", "Request exceeds the maximum size of 256 MB", headers)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error_response(400, "invalid_request_error", "request body is not JSON", headers)
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            return _error_response(400, "invalid_request_error", "requests: Field required (a non-empty list)", headers)
+        if len(requests) > MAX_BATCH_REQUESTS:
+            message = f"requests: List should have at most {MAX_BATCH_REQUESTS} items after validation"
+            return _error_response(400, "invalid_request_error", message, headers)
+        custom_ids: list[str] = []
+        for i, entry in enumerate(requests):
+            custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
+            if not isinstance(custom_id, str) or not CUSTOM_ID.fullmatch(custom_id):
+                message = f"requests.{i}.custom_id: String should match pattern '{CUSTOM_ID.pattern}'"
+                return _error_response(400, "invalid_request_error", message, headers)
+            if not isinstance(entry.get("params"), dict):
+                return _error_response(400, "invalid_request_error", f"requests.{i}.params: Field required", headers)
+            custom_ids.append(custom_id)
+        duplicates = sorted(k for k, n in Counter(custom_ids).items() if n > 1)
+        if duplicates:
+            message = f"requests: custom_id must be unique within a batch; repeated: {', '.join(duplicates[:5])}"
+            return _error_response(400, "invalid_request_error", message, headers)
+        batch = state.create_batch(custom_ids, [entry["params"] for entry in requests], _legacy_api(request))
+        return JSONResponse(batch.to_json(base_url(request)), headers=headers)
+
+    async def list_batches(request: Request) -> Response:
+        headers, refused = batch_request(request, "list")
+        if refused:
+            return refused
+        try:
+            limit = int(request.query_params.get("limit", 20))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            return _error_response(400, "invalid_request_error", "limit: must be between 1 and 1000", headers)
+        newest_first = list(reversed(state.batches.values()))
+        ids = [b.id for b in newest_first]
+        after, before = request.query_params.get("after_id"), request.query_params.get("before_id")
+        if before in ids:
+            page = newest_first[max(0, ids.index(before) - limit) : ids.index(before)]
+            has_more = ids.index(before) - limit > 0
+        else:
+            start = ids.index(after) + 1 if after in ids else 0
+            page = newest_first[start : start + limit]
+            has_more = start + limit < len(ids)
+        data = [b.to_json(base_url(request)) for b in page]
+        first_id, last_id = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+        return JSONResponse(
+            {"data": data, "has_more": has_more, "first_id": first_id, "last_id": last_id}, headers=headers
+        )
+
+    async def retrieve_batch(request: Request) -> Response:
+        headers, refused = batch_request(request, "retrieve")
+        if refused:
+            return refused
+        batch = find_batch(request, headers)
+        if isinstance(batch, Response):
+            return batch
+        return JSONResponse(batch.to_json(base_url(request)), headers=headers)
+
+    async def cancel_batch(request: Request) -> Response:
+        headers, refused = batch_request(request, "cancel")
+        if refused:
+            return refused
+        batch = find_batch(request, headers)
+        if isinstance(batch, Response):
+            return batch
+        if batch.status() == "in_progress":  # canceling again, or an ended batch, is left as it is
+            now = time.time()
+            batch.cancel_initiated_at = now
+            batch.finished_before_cancel = batch.finished_by(now)
+            batch.ends_at = min(batch.ends_at, now + state.config.batch_cancel_seconds)
+            state.settle_batches(now)  # with no canceling time it ends at once
+        return JSONResponse(batch.to_json(base_url(request)), headers=headers)
+
+    async def delete_batch(request: Request) -> Response:
+        headers, refused = batch_request(request, "delete")
+        if refused:
+            return refused
+        batch = find_batch(request, headers)
+        if isinstance(batch, Response):
+            return batch
+        if batch.results is None:
+            message = f"Message batch {batch.id} is still {batch.status()}; cancel it and wait for it to end first."
+            return _error_response(400, "invalid_request_error", message, headers)
+        del state.batches[batch.id]
+        return JSONResponse({"id": batch.id, "type": "message_batch_deleted"}, headers=headers)
+
+    async def batch_results(request: Request) -> Response:
+        headers, refused = batch_request(request, "results")
+        if refused:
+            return refused
+        batch = find_batch(request, headers)
+        if isinstance(batch, Response):
+            return batch
+        if batch.results is None:
+            message = f"Message batch {batch.id} has not ended: it is {batch.status()}."
+            return _error_response(400, "invalid_request_error", message, headers)
+        # Reversed: the real API promises no order, and callers must match results by custom_id.
+        jsonl = b"".join(json.dumps(line).encode() + b"\n" for line in reversed(batch.results))
+        return Response(jsonl, media_type="application/binary", headers=headers)
+
+    async def script_batches(request: Request) -> Response:
+        payload = await request.json()
+        try:
+            update = BatchOutcomes.model_validate(payload)
+        except ValidationError as exc:
+            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+        state.batch_outcomes.update(update.outcomes)
+        if "every_nth" in update.model_fields_set:
+            state.every_nth = update.every_nth
+        pending = BatchOutcomes(outcomes=state.batch_outcomes, every_nth=state.every_nth)
+        return JSONResponse(pending.model_dump())
 
     async def script(request: Request) -> Response:
         payload = await request.json()
@@ -487,6 +840,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         return JSONResponse(state.config.model_dump())
 
     async def calls(request: Request) -> Response:
+        state.settle_batches(time.time())
         return JSONResponse(state.calls_report())
 
     async def reset(request: Request) -> Response:
@@ -497,7 +851,14 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         routes=[
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route("/v1/messages/batches", create_batch, methods=["POST"]),
+            Route("/v1/messages/batches", list_batches, methods=["GET"]),
+            Route("/v1/messages/batches/{batch_id}", retrieve_batch, methods=["GET"]),
+            Route("/v1/messages/batches/{batch_id}", delete_batch, methods=["DELETE"]),
+            Route("/v1/messages/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+            Route("/v1/messages/batches/{batch_id}/results", batch_results, methods=["GET"]),
             Route("/_fake/script", script, methods=["POST"]),
+            Route("/_fake/batch_outcomes", script_batches, methods=["POST"]),
             Route("/_fake/config", configure, methods=["POST"]),
             Route("/_fake/calls", calls, methods=["GET"]),
             Route("/_fake/reset", reset, methods=["POST"]),
@@ -572,6 +933,22 @@ class FakeControl:
         response.raise_for_status()
         return response.json()
 
+    def batch_outcomes(
+        self,
+        outcomes: Mapping[str, BatchOutcome] | None = None,
+        *,
+        every_nth: int | None = None,
+        nth_outcome: BatchOutcome = "expired",
+    ) -> dict[str, Any]:
+        """Script batch results: ``outcomes`` by custom_id (each used once), and, when ``every_nth`` is
+        given, ``nth_outcome`` for every nth request of each batch from now on. Returns what is pending."""
+        payload: dict[str, Any] = {"outcomes": dict(outcomes or {})}
+        if every_nth is not None:
+            payload["every_nth"] = {"n": every_nth, "outcome": nth_outcome}
+        response = self._http.post("/_fake/batch_outcomes", json=payload)
+        response.raise_for_status()
+        return response.json()
+
     def calls(self) -> dict[str, Any]:
         response = self._http.get("/_fake/calls")
         response.raise_for_status()
@@ -619,9 +996,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--requests-limit", type=int, default=FakeConfig().requests_limit)
     parser.add_argument("--input-tokens-limit", type=int, default=FakeConfig().input_tokens_limit)
+    parser.add_argument("--batch-processing-seconds", type=float, default=FakeConfig().batch_processing_seconds)
     args = parser.parse_args()
     config = FakeConfig(
-        latency=args.latency, requests_limit=args.requests_limit, input_tokens_limit=args.input_tokens_limit
+        latency=args.latency,
+        requests_limit=args.requests_limit,
+        input_tokens_limit=args.input_tokens_limit,
+        batch_processing_seconds=args.batch_processing_seconds,
     )
     uvicorn.Server(
         uvicorn.Config(create_app(config), host=args.host, port=args.port, **SERVER_DEFAULTS, **_SERVER_OPTIONS)
