@@ -256,6 +256,14 @@ def submit(
     ] = None,
     partial: Annotated[bool, typer.Option(help="Accept the good lines when some are bad.")] = False,
     idempotency_key: Annotated[Optional[str], typer.Option(help="Makes a retried submit return the first batch.")] = None,
+    budget: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0.000001,
+            help="Judge spend limit in US dollars: judge calls stop when it is reached (the batch ends "
+            "budget_exhausted; resume it with `assay resume`). The pre-flight estimate is printed.",
+        ),
+    ] = None,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -267,16 +275,79 @@ def submit(
         accepted = _request(
             client.post,
             "/api/v1/batches",
-            params={"suite": suite, "partial": str(partial).lower()},
+            params={"suite": suite, "partial": str(partial).lower(), **({"budget_usd": budget} if budget else {})},
             content=_upload_with_progress(file),
             headers=headers,
         )
         console.print(f"batch [bold]{accepted['batch_id']}[/bold]: {accepted['accepted']} items accepted, {accepted['rejected']} rejected")
         for bad in accepted.get("bad_lines", [])[:20]:
             console.print(f"  line {bad['line']}: {bad['reason']}")
+        if accepted.get("estimate"):
+            _print_estimate(accepted["estimate"], budget)
         print(accepted["batch_id"])
         if wait:
             console.print(_summary_table(_watch(client, accepted["batch_id"], live)))
+
+
+def _print_estimate(estimate: dict[str, Any], budget: float | None) -> None:
+    console.print(
+        f"estimate: {estimate['items']} item(s), {estimate['judge_calls']} judge call(s), "
+        f"~{estimate['input_tokens']:,} input + ~{estimate['output_tokens']:,} output tokens "
+        f"({estimate['output_basis']}), ~${estimate['cost_usd']:.4f} on the {estimate['lane']} lane"
+    )
+    for note in estimate.get("notes", []):
+        console.print(f"  {note}", highlight=False)
+    if budget is not None and estimate["cost_usd"] > budget:
+        console.print(f"[yellow]the estimate exceeds the ${budget:.4f} budget: judge calls will stop there[/yellow]")
+
+
+@cli.command()
+def rescore(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite to re-score under its current criteria.")],
+    stale_only: Annotated[
+        bool, typer.Option(help="Only items scored under older criteria (not never-scored ones).")
+    ] = False,
+    partial: Annotated[
+        bool, typer.Option(help="Also items whose current score is partial (judge skipped for lack of a key).")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option(help="Only print the count and the estimated calls, tokens, dollars.")] = False,
+    lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
+    budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
+    wait: Annotated[bool, typer.Option(help="Show progress until the run's batch finishes.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Re-score a suite's stale (and never-scored) items under its current criteria, as the nightly
+    run does; old scores are kept as history. Prints the run's batch id."""
+    if lane not in ("realtime", "batch"):
+        _fail(f"--lane must be realtime or batch, not {lane!r}")
+    body = {"suite": suite, "stale_only": stale_only, "partial": partial, "dry_run": dry_run, "lane": lane, "budget_usd": budget}
+    with _client(api_url, api_key) as client:
+        out = _request(client.post, "/api/v1/rescore", json=body)
+        console.print(f"suite {out['suite']} · criteria {out['criteria_hash'][:12]} · {out['selection']}")
+        _print_estimate(out["estimate"], budget)
+        if out["batch_id"] is None:
+            console.print("dry run: nothing was created" if dry_run else "nothing to re-score")
+            return
+        console.print(f"re-scoring batch [bold]{out['batch_id']}[/bold]")
+        print(out["batch_id"])
+        if wait:
+            console.print(_summary_table(_watch(client, out["batch_id"], live=False)))
+
+
+@cli.command()
+def resume(
+    batch_id: str,
+    budget: Annotated[
+        Optional[float], typer.Option(min=0.000001, help="New judge spend limit in US dollars (omit: no limit).")
+    ] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Resume a budget_exhausted batch under a new budget; what already landed is kept."""
+    with _client(api_url, api_key) as client:
+        view = _request(client.post, f"/api/v1/batches/{batch_id}/resume", json={"budget_usd": budget})
+    console.print(_summary_table(view))
 
 
 @cli.command()
@@ -320,6 +391,91 @@ def results(
     finally:
         if output:
             sink.close()
+
+
+def _diff_summary_table(diff: dict[str, Any]) -> Table:
+    s = diff["summary"]
+
+    def mean(value: float | None, signed: bool = False) -> str:
+        return "–" if value is None else f"{value:+.3f}" if signed else f"{value:.3f}"
+
+    table = Table(title=f"criteria {diff['from_hash'][:12]}… → {diff['to_hash'][:12]}… · suite {diff['suite'] or 'any'}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("items compared", str(s["items_compared"]))
+    table.add_row("only under from / only under to", f"{s['items_only_from']} / {s['items_only_to']}")
+    table.add_row("mean total old → new", f"{mean(s['mean_old_total'])} → {mean(s['mean_new_total'])}")
+    table.add_row("mean delta", mean(s["mean_delta"], signed=True))
+    table.add_row("pass→fail / fail→pass", f"{s['pass_to_fail']} / {s['fail_to_pass']}")
+    for c in s["components"]:
+        table.add_row(f"{c['component']} shift (n={c['n']})", mean(c["mean_shift"], signed=True))
+    for side in ("from", "to"):
+        if s[f"components_only_{side}"]:
+            table.add_row(f"components only under {side}", ", ".join(s[f"components_only_{side}"]))
+    table.add_row("cost of the run (USD)", f"{s['cost_usd']:.4f}")
+    table.add_row("same items under from (USD)", f"{s['cost_usd_from']:.4f}")
+    return table
+
+
+def _diff_items_table(title: str, items: list[dict[str, Any]]) -> Table:
+    from rich.markup import escape
+
+    table = Table(title=title)
+    table.add_column("item")
+    for name in ("old", "new", "delta"):
+        table.add_column(name, justify="right")
+    table.add_column("flip")
+    for i in items:
+        table.add_row(
+            escape(i["external_id"] or i["item_id"]),  # user text, not markup
+            f"{i['old_total']:.3f}", f"{i['new_total']:.3f}", f"{i['delta']:+.3f}", i["flip"] or "",
+        )
+    return table
+
+
+@cli.command()
+def diff(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Compare this suite's scores only.")],
+    from_hash: Annotated[str, typer.Option("--from", help="Old criteria hash, or a unique prefix (8+ hex characters).")],
+    to_hash: Annotated[str, typer.Option("--to", help="New criteria hash, or a unique prefix (8+ hex characters).")],
+    csv_file: Annotated[
+        Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every compared item to this CSV file (streamed).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many items to list by |delta| and how many flips.")] = 10,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Compare the scores of two criteria hashes over the items scored under both.
+
+    Counts the latest completed score per item and hash. Prints the items compared (and those scored
+    under only one hash), mean totals and delta, pass→fail and fail→pass flips, the mean shift of each
+    component the two criteria share and the cost of the new run; then the items whose total moved
+    most and the items that flipped.
+    """
+    import httpx
+
+    params = {"suite": suite, "from": from_hash, "to": to_hash, "limit": limit}
+    with _client(api_url, api_key) as client:
+        moved = _request(client.get, "/api/v1/criteria/diff", params=params)
+        flips = _request(client.get, "/api/v1/criteria/diff", params={**params, "flips_only": "true"})
+        console.print(_diff_summary_table(moved))
+        if moved["items"]:
+            console.print(_diff_items_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"]))
+        if flips["items"]:
+            console.print(_diff_items_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"]))
+        if csv_file is None:
+            return
+        try:
+            with client.stream("GET", "/api/v1/criteria/diff", params={**params, "format": "csv"}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _check(response)
+                with csv_file.open("w", newline="") as sink:
+                    for text in response.iter_text():
+                        sink.write(text)
+        except httpx.HTTPError as exc:
+            _fail(f"cannot reach the API: {exc}")
+    console.print(f"{moved['summary']['items_compared']} compared items written to [bold]{csv_file}[/bold]")
 
 
 @cli.command()
@@ -391,9 +547,31 @@ def worker(
     pool: Annotated[Optional[str], typer.Option(help="prefork or threads (default: threads when judge is the only queue)")] = None,
     concurrency: Annotated[Optional[int], typer.Option(min=1)] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
+    metrics_port: Annotated[
+        Optional[int],
+        typer.Option(
+            envvar="ASSAY_WORKER_METRICS_PORT",
+            min=1,
+            max=65535,
+            help="Serve this worker's Prometheus /metrics on this port (its pool processes added up), for a "
+            "worker whose host or container shares no PROMETHEUS_MULTIPROC_DIR with the API.",
+        ),
+    ] = None,
 ) -> None:
     """Start a Celery worker on the given queues (task events on, for Flower)."""
     from assay.settings import get_settings
+
+    if metrics_port is not None:
+        # Multiprocess mode must be on before prometheus_client is first imported: the pool's
+        # processes count into files there, which the exporter in this process adds up.
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            import tempfile
+
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="assay-metrics-")
+        from assay.observability import start_worker_exporter
+
+        start_worker_exporter(metrics_port)
+        console.print(f"worker metrics on http://0.0.0.0:{metrics_port}/metrics")
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = set(names) - {"metrics", "judge", "control"}

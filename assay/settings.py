@@ -76,6 +76,25 @@ class Settings(BaseSettings):
     )
     judge_concurrency: int = 16
 
+    # Re-scoring (stale scores under changed criteria)
+    rescore_schedule: str = Field(
+        "0 2 * * *", description="Crontab (minute hour day month weekday, UTC) of the nightly re-scoring run."
+    )
+    rescore_expires_seconds: int = Field(
+        3600, ge=1, description="A nightly run not started this long after its slot is dropped (no pile-up)."
+    )
+    rescore_wave_size: int = Field(5000, ge=1, description="Scores a re-scoring run creates per transaction.")
+    provider_batch_interval_seconds: float = Field(
+        60.0, gt=0, description="How often beat submits batch-lane judge requests and polls provider batches."
+    )
+    provider_batch_max_requests: int = Field(100_000, ge=1, description="Requests per provider batch (API limit).")
+    provider_batch_max_bytes: int = Field(256 * 1024**2, ge=1, description="Bytes per provider batch (API limit).")
+    provider_batch_hold_seconds: int = Field(
+        48 * 3600,
+        description="How long a batch-lane judge component is left to its provider batch before the "
+        "reconciler treats it as lost (provider batches end within 24 h).",
+    )
+
     # Judge
     breaker_threshold: int = Field(5, ge=1, description="Consecutive transient failures that open the breaker.")
     judge_backoff_base_seconds: float = Field(

@@ -11,7 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.dashboard import install as install_dashboard
 from assay.api.errors import install_error_handlers
-from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, score_query, sessions
+from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
+from assay.api.routes import criteria
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
 from assay.settings import get_settings
@@ -42,12 +43,14 @@ def create_app() -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(batches.router)
+    app.include_router(criteria.router)  # before items: its /criteria/{hash} would take /criteria/diff
     app.include_router(items.router)
     app.include_router(datasets.router)
     app.include_router(judge.router)
     app.include_router(score_query.router)
     app.include_router(sessions.router)
     app.include_router(reports.router)
+    app.include_router(rescore.router)
     app.include_router(metrics.router)
     install_dashboard(app)
     return app

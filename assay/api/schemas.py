@@ -21,6 +21,10 @@ class BatchAccepted(BaseModel):
     rejected: int = Field(..., description="Bad lines (only with partial=true; otherwise the upload is refused)")
     bad_lines: list[BadLineOut] = Field(default_factory=list, description="The first bad lines, with reasons")
     replayed: bool = Field(False, description="True when an Idempotency-Key matched an earlier upload")
+    budget_usd: float | None = Field(None, description="The batch's judge spend limit in US dollars")
+    estimate: dict[str, Any] | None = Field(
+        None, description="Pre-flight estimate of judge calls, tokens and dollars (given with a budget)"
+    )
 
 
 class Progress(BaseModel):
@@ -43,9 +47,16 @@ class BatchOut(BaseModel):
     batch_id: str
     suite: str
     criteria_hash: str
-    status: str = Field(..., description="planning, running, completed, cancelled or failed")
+    status: str = Field(
+        ...,
+        description="planning, running, completed, cancelled, failed, or budget_exhausted (judge calls "
+        "stopped at the budget; finished scores kept; resume with POST /api/v1/batches/{id}/resume)",
+    )
     created_by: str
     total_items: int
+    budget_usd: float | None = Field(None, description="Judge spend limit in US dollars; null: none")
+    spent_usd: float = Field(0.0, description="What the batch's judge calls have cost so far, in US dollars")
+    judge_lane: str = Field("realtime", description="realtime, or batch (the provider's Message Batches API)")
     created_at: str | None
     finished_at: str | None
     progress: Progress | None

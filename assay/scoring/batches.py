@@ -8,11 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import and_, delete, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from assay.scoring.errors import Conflict, NotFound
-from assay.scoring.pipeline import ACTIVE_SCORE_STATUSES, ComponentRef, batch_counts, batch_summary
+from assay.scoring.errors import BadRequest, Conflict, NotFound
+from assay.scoring.pipeline import (
+    ACTIVE_SCORE_STATUSES,
+    BUDGET_EXHAUSTED,
+    ComponentRef,
+    batch_counts,
+    batch_summary,
+)
 from assay.scoring.store.models import (
     FINISHED_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
@@ -93,19 +99,56 @@ def retry_failed(session: Session, batch: Batch) -> list[ComponentRef]:
     """Put a batch's failed scores back to work. Components that landed ok are kept, never paid again."""
     if batch.status in ("planning",):
         raise Conflict(f"batch {batch.id} is still being planned; retry when it is running or finished")
-    failed_ids = list(
-        session.scalars(select(Score.id).where(Score.batch_id == batch.id, Score.status.in_(("failed", "timed_out"))))
-    )
-    if not failed_ids:
-        return []
+    refs, _ = _reactivate(session, batch, Score.status.in_(("failed", "timed_out")), ("failed", "skipped"))
+    return refs
+
+
+@dataclass(frozen=True)
+class Resumed:
+    refs: list[ComponentRef]
+    scores: int
+    needs_planner: bool
+
+
+def resume(session: Session, batch: Batch, budget_usd: float | None) -> Resumed:
+    """Resume a ``budget_exhausted`` batch under a new budget (None: no budget): the scores the budget
+    stopped go back to work; what landed before (metrics, paid verdicts) is kept."""
+    if batch.status != BUDGET_EXHAUSTED:
+        raise Conflict(f"batch {batch.id} is {batch.status}; only a budget_exhausted batch can be resumed")
+    if budget_usd is not None and budget_usd <= batch.spent_usd:
+        raise BadRequest(
+            f"the new budget (${budget_usd:.4f}) must exceed what the batch has spent (${batch.spent_usd:.4f})",
+            spent_usd=batch.spent_usd,
+        )
+    batch.budget_usd = budget_usd
+    stopped = and_(Score.status == "cancelled", Score.error_kind == BUDGET_EXHAUSTED)
+    unplanned = session.scalar(
+        select(func.count()).where(Score.batch_id == batch.id, stopped, Score.position > batch.planned_position)
+    ) or 0
+    refs, scores = _reactivate(session, batch, stopped, ("cancelled",))
+    if unplanned:
+        batch.status = "planning"  # the planner picks up where it stopped (planned_position)
+        batch.planner_seen_at = None
+    session.flush()
+    return Resumed(refs, scores, needs_planner=bool(unplanned))
+
+
+def _reactivate(
+    session: Session, batch: Batch, which: Any, component_statuses: tuple[str, ...]
+) -> tuple[list[ComponentRef], int]:
+    """Scores of the batch matching ``which`` back to pending, with their components in
+    ``component_statuses``; the rest of their components (landed ok: paid for) are kept."""
+    score_ids = list(session.scalars(select(Score.id).where(Score.batch_id == batch.id, which)))
+    if not score_ids:
+        return [], 0
     refs: list[ComponentRef] = []
-    for chunk in _chunks(failed_ids, 1000):
+    for chunk in _chunks(score_ids, 1000):
         rows = session.execute(
             update(ScoreComponent)
-            .where(ScoreComponent.score_id.in_(chunk), ScoreComponent.status.in_(("failed", "skipped")))
+            .where(ScoreComponent.score_id.in_(chunk), ScoreComponent.status.in_(component_statuses))
             .values(
                 status="pending", score=None, weighted_score=None, reason=None, attempts=0, landed_at=None,
-                enqueued_at=utcnow(), details=None,
+                enqueued_at=utcnow(), details=None, run_after=None,
             )
             .returning(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.queue)
         ).all()
@@ -123,11 +166,11 @@ def retry_failed(session: Session, batch: Batch) -> list[ComponentRef]:
                 raw_judge_output=None, completed_at=None, components_landed=landed,
             )
         )
-    batch.finished_items -= len(failed_ids)
+    batch.finished_items -= len(score_ids)
     batch.status = "running"
     batch.finished_at = None
     session.flush()
-    return refs
+    return refs, len(score_ids)
 
 
 def _chunks(values: list[Any], size: int) -> Iterator[list[Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import queue
 import re
@@ -33,6 +34,10 @@ from assay.scoring.suites import canonical_json
 WRITE_CHUNK = 2000
 # A \u0000 escape (an odd run of backslashes before u0000): Postgres text and JSONB cannot store NUL.
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# A UTF-8 byte order mark: RFC 8259 lets a parser ignore one that starts the body (Windows tools write it).
+_BOM = b"\xef\xbb\xbf"
+# Bytes that may parse to a non-finite float: NaN / Infinity literals, or a number past the float range.
+_NON_FINITE_HINT = re.compile(rb"NaN|Infinity|\d[eE]\+?0*[1-9]\d{2}|\d{200}")
 
 
 @dataclass(frozen=True)
@@ -82,9 +87,14 @@ class LineSplitter:
         if self._body_bytes > self.max_body_bytes:
             raise PayloadTooLarge(f"upload exceeds {self.max_body_bytes} bytes", limit_bytes=self.max_body_bytes)
         if self._mode is None:
-            stripped = (bytes(self._buf) + chunk).lstrip()
+            self._buf += chunk
+            chunk = b""
+            if len(self._buf) < len(_BOM) and _BOM.startswith(self._buf):
+                return  # nothing yet, or a byte order mark cut short: wait for more
+            if self._buf.startswith(_BOM):
+                del self._buf[: len(_BOM)]
+            stripped = self._buf.lstrip()
             if not stripped:
-                self._buf += chunk
                 return
             self._mode = "array" if stripped[:1] == b"[" else "jsonl"
         self._buf += chunk
@@ -124,7 +134,7 @@ class LineSplitter:
     def _split_array(self) -> Iterator[tuple[int, bytes | BadLine]]:
         try:
             values = json.loads(bytes(self._buf))
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, bad UTF-8, an int past 4300 digits
             raise InvalidInput(f"the body is not a valid JSON array: {exc}") from None
         self._buf.clear()
         if not isinstance(values, list):
@@ -145,6 +155,17 @@ def contains_nul(value: Any) -> bool:
         return any("\x00" in str(key) or contains_nul(inner) for key, inner in value.items())
     if isinstance(value, list):
         return any(contains_nul(inner) for inner in value)
+    return False
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a parsed value holds a NaN or infinite float anywhere."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(inner) for inner in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(inner) for inner in value)
     return False
 
 
@@ -181,8 +202,10 @@ class BatchWriter:
         limits: IngestLimits,
         partial: bool = False,
         idempotency_key: str | None = None,
+        budget_usd: float | None = None,
     ) -> None:
         self.session = session
+        self.budget_usd = budget_usd
         self.suite = suite
         self.kind = kind
         self.created_by = created_by
@@ -219,6 +242,8 @@ class BatchWriter:
             total_items=0,
             finished_items=0,
             planned_position=-1,
+            budget_usd=self.budget_usd,
+            spent_usd=0.0,
             created_at=utcnow(),
         )
         self.session.add(batch)
@@ -252,6 +277,10 @@ class BatchWriter:
                 item = self.kind.item_model.model_validate_json(line)
             except ValidationError as exc:
                 self._bad(BadLine(line_no, _format_validation_error(exc)))
+                continue
+            if _NON_FINITE_HINT.search(line) and _non_finite(item.model_dump()):
+                # Parsed leniently, then stored as null by the JSON dump: refused instead of silently changed.
+                self._bad(BadLine(line_no, "NaN, Infinity or a number past the float range is not valid JSON"))
                 continue
             if self.result.accepted >= self.limits.max_items:
                 raise PayloadTooLarge(

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 from assay import observability
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import get_kind
-from assay.scoring.store.db import dialect_insert
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
@@ -67,6 +67,35 @@ def queue_for(criteria: Criteria, component: str) -> str:
     return JUDGE_QUEUE if criteria.components[component].judge else METRICS_QUEUE
 
 
+def pending_score(
+    *,
+    item_id: uuid.UUID,
+    suite: str,
+    criteria_hash: str,
+    criteria: Criteria,
+    triggered_by: str,
+    created_at: datetime,
+    batch_id: uuid.UUID | None = None,
+    position: int = 0,
+) -> dict[str, Any]:
+    """The column values of a new score, waiting to be planned (every way a score is made uses it)."""
+    return dict(
+        id=uuid.uuid4(),
+        item_id=item_id,
+        batch_id=batch_id,
+        position=position,
+        suite_name=suite,
+        criteria_hash=criteria_hash,
+        status="pending",
+        partial=False,
+        components_total=len(criteria.components),
+        components_landed=0,
+        cost_usd=0.0,
+        triggered_by=triggered_by[:255],
+        created_at=created_at,
+    )
+
+
 # --- planning ---------------------------------------------------------------------------------------
 
 
@@ -82,10 +111,12 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
     The caller commits, then publishes ``refs``. A crash between the two loses only messages, which
     the reconciler re-sends; ``planned_position`` makes a restarted planner resume where it stopped.
     """
-    batch = session.scalar(select(Batch).where(Batch.id == batch_id).with_for_update(skip_locked=True))
+    # Wait for the row rather than skip it: landings lock it for a moment to count finished scores,
+    # and a planner that skipped it would stop with the batch unplanned. Two planners serialize here,
+    # and the second resumes from the first's planned_position.
+    batch = session.scalar(select(Batch).where(Batch.id == batch_id).with_for_update())
     if batch is None or batch.status != "planning":
-        # Gone, cancelled, already planned, or another planner holds the row right now.
-        return PlanStep([], finished=batch is None or batch.status != "planning")
+        return PlanStep([], finished=True)  # gone, cancelled, stopped by its budget, or already planned
     batch.planner_seen_at = utcnow()
     rows = session.execute(
         select(Score.id, Score.position, Score.criteria_hash)
@@ -98,34 +129,48 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         batch.status = "running"
         _complete_batch_if_done(session, batch)
         return PlanStep([], finished=True)
-    refs = create_components(session, [(r.id, r.criteria_hash) for r in rows], now)
+    refs = create_components(session, [(r.id, r.criteria_hash) for r in rows], now, judge_lane=batch.judge_lane)
     batch.planned_position = rows[-1].position
     return PlanStep(refs, finished=False)
 
 
+# The reason a batch-lane judge component waits with: the provider-batch submitter looks for it.
+BATCH_LANE_WAITING = "batch lane: waiting to be sent in a provider batch"
+
+
 def create_components(
-    session: Session, scores: Sequence[tuple[uuid.UUID, str]], enqueued_at: datetime
+    session: Session, scores: Sequence[tuple[uuid.UUID, str]], enqueued_at: datetime, *, judge_lane: str = "realtime"
 ) -> list[ComponentRef]:
-    """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish."""
+    """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish.
+
+    On the batch lane, judge components are not published: they wait, deferred far beyond any
+    realtime retry, for the provider-batch submitter (``assay.scoring.batch_lane``)."""
+    from assay.settings import get_settings
+
     refs: list[ComponentRef] = []
     rows: list[dict[str, Any]] = []
+    hold = timedelta(seconds=get_settings().provider_batch_hold_seconds)
     for score_id, criteria_hash in scores:
         criteria = load_criteria(session, criteria_hash)
         for name, spec in criteria.components.items():
             queue = queue_for(criteria, name)
-            refs.append(ComponentRef(score_id, name, queue))
-            rows.append(
-                dict(
-                    score_id=score_id,
-                    component=name,
-                    queue=queue,
-                    status="pending",
-                    weight=spec.weight,
-                    attempts=0,
-                    cost_usd=0.0,
-                    enqueued_at=enqueued_at,
-                )
+            row = dict(
+                score_id=score_id,
+                component=name,
+                queue=queue,
+                status="pending",
+                weight=spec.weight,
+                attempts=0,
+                cost_usd=0.0,
+                enqueued_at=enqueued_at,
+                run_after=None,  # every row has the same keys: one executemany
+                reason=None,
             )
+            if queue == JUDGE_QUEUE and judge_lane == "batch":
+                row.update(status="deferred", run_after=enqueued_at + hold, reason=BATCH_LANE_WAITING)
+            else:
+                refs.append(ComponentRef(score_id, name, queue))
+            rows.append(row)
     if rows:
         session.execute(dialect_insert(session)(ScoreComponent).on_conflict_do_nothing(), rows)
     return refs
@@ -249,6 +294,19 @@ def defer(
             **spend,
         )
     )
+    charge_score(session, ref.score_id, cost_usd)
+
+
+def charge_score(session: Session, score_id: uuid.UUID, cost_usd: float | None) -> None:
+    """Add a spend outside a landing (a deferred or redirected attempt) to the score's batch."""
+    if cost_usd:
+        _charge(session, session.scalar(select(Score.batch_id).where(Score.id == score_id)), cost_usd)
+
+
+def _charge(session: Session, batch_id: uuid.UUID | None, cost_usd: float | None) -> None:
+    """What a batch has spent, kept on its row (same transaction as the spend) for its budget."""
+    if batch_id is not None and cost_usd:
+        session.execute(update(Batch).where(Batch.id == batch_id).values(spent_usd=Batch.spent_usd + cost_usd))
 
 
 # --- landing and finalizing -----------------------------------------------------------------------------
@@ -285,12 +343,13 @@ def land(
         values["raw_judge_output"] = result.raw_output
     if timed_out:
         values["error_kind"] = "timed_out"
-    landed, total = session.execute(
+    landed, total, batch_id = session.execute(
         update(_scores)
         .where(_scores.c.id == ref.score_id)
         .values(**values)
-        .returning(_scores.c.components_landed, _scores.c.components_total)
+        .returning(_scores.c.components_landed, _scores.c.components_total, _scores.c.batch_id)
     ).one()
+    _charge(session, batch_id, result.cost_usd)
     if landed == total:
         finalize_score(session, ref.score_id)
     return True
@@ -362,10 +421,67 @@ def _bump_batch(session: Session, batch_id: uuid.UUID) -> None:
 
 
 def _complete_batch_if_done(session: Session, batch: Batch) -> None:
-    if batch.status == "running" and batch.finished_items >= batch.total_items:
-        batch.status = "completed"
+    if batch.status in ("running", "budget_exhausted") and batch.finished_items >= batch.total_items:
+        if batch.status == "running":
+            batch.status = "completed"
         batch.finished_at = utcnow()
         batch.summary = {**(batch.summary or {}), **batch_summary(session, batch.id)}
+
+
+# --- budgets ----------------------------------------------------------------------------------------------
+
+BUDGET_EXHAUSTED = "budget_exhausted"
+
+
+def budget_exhausted(session: Session, score_id: uuid.UUID) -> bool:
+    """Whether the score's batch has a budget and has spent it (judge calls must stop)."""
+    row = session.execute(
+        select(Batch.budget_usd, Batch.spent_usd, Batch.status)
+        .join(Score, Score.batch_id == Batch.id)
+        .where(Score.id == score_id)
+    ).first()
+    if row is None:
+        return False
+    return row.status == BUDGET_EXHAUSTED or (row.budget_usd is not None and row.spent_usd >= row.budget_usd)
+
+
+def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:
+    """The batch's budget is spent: end the batch ``budget_exhausted`` and cancel this score and every
+    score not planned yet (finished scores are kept). Scores already planned are cancelled one by one
+    as their judge tasks arrive, without a call; a call already in flight still lands."""
+    batch_id = session.scalar(select(Score.batch_id).where(Score.id == ref.score_id))
+    batch = session.get(Batch, batch_id, with_for_update=True, populate_existing=True) if batch_id else None
+    if batch is None:
+        return
+    now = utcnow()
+    reason = f"budget exhausted: spent ${batch.spent_usd:.4f} of ${batch.budget_usd or 0:.4f}"
+    cancelled = {"status": "cancelled", "completed_at": now, "error_kind": BUDGET_EXHAUSTED, "error_message": reason}
+    unplanned = 0
+    if batch.status in ("planning", "running"):
+        batch.status = BUDGET_EXHAUSTED
+        unplanned = session.execute(
+            update(Score)
+            .where(Score.batch_id == batch.id, Score.status == "pending", Score.position > batch.planned_position)
+            .values(**cancelled)
+        ).rowcount or 0
+    c = _components.c
+    session.execute(
+        update(_components)
+        .where(
+            c.score_id == ref.score_id,
+            c.status.not_in(LANDED_COMPONENT_STATUSES),
+            # Another task's live lease means a call in flight: let it land (it is paid for).
+            or_(c.status != "in_progress", c.lease_owner == owner, c.lease_expires_at < now),
+        )
+        .values(status="cancelled", reason=reason, lease_owner=None, lease_expires_at=None, run_after=None)
+    )
+    this = session.execute(
+        update(Score).where(Score.id == ref.score_id, Score.status.in_(ACTIVE_SCORE_STATUSES)).values(**cancelled)
+    ).rowcount or 0
+    batch.finished_items += unplanned + this
+    session.flush()
+    _complete_batch_if_done(session, batch)
+    log.warning("batch %s: %s; cancelled %d score(s)", batch.id, reason, unplanned + this)
 
 
 # --- summaries and progress -------------------------------------------------------------------------------

@@ -123,6 +123,45 @@ def compute(work: WorkUnit, judge: JudgeRuntime | None) -> ComponentResult:
         return ComponentResult.failed(f"metric {spec.metric} raised {type(exc).__name__}: {exc}")
 
 
+def judge_inputs_for(
+    criteria: Criteria, kind: Kind, item: BaseModel, catalog: ModelCatalog
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The judge prompt's placeholder values for one item, and the kind's notes to store beside the
+    verdict. Raises AssayError when the item cannot be judged (it fails, it does not spend)."""
+    judge = criteria.judge
+    assert judge is not None
+    if kind.prepare_judge is None:
+        return kind.judge_inputs(item), {}
+    from assay.scoring.judge.verdicts import verdict_model
+
+    return kind.prepare_judge(
+        item,
+        template=judge.prompt,
+        verdict_model=verdict_model(judge.verdict),
+        model=judge.model,
+        max_tokens=judge.max_tokens,
+        context_window=catalog.models[judge.model].context_window,
+    )
+
+
+def render_judge_prompt(criteria: Criteria, kind: Kind, item: BaseModel, catalog: ModelCatalog) -> tuple[Any, dict[str, Any]]:
+    """The judge prompt (static prefix and per-item rest) exactly as the judge would send it."""
+    from assay.scoring.judge.prompt import render_prompt
+    from assay.scoring.judge.verdicts import verdict_model
+
+    judge = criteria.judge
+    assert judge is not None
+    inputs, notes = judge_inputs_for(criteria, kind, item, catalog)
+    prompt = render_prompt(
+        judge.prompt,
+        inputs,
+        verdict_model(judge.verdict),
+        model=judge.model,
+        min_cacheable_tokens=catalog.models[judge.model].min_cacheable_tokens,
+    )
+    return prompt, notes
+
+
 def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
     judge = work.criteria.judge
     assert judge is not None
@@ -133,21 +172,10 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
 
     verdict = verdict_model(judge.verdict)
     price = runtime.catalog.models[judge.model]
-    notes: dict[str, Any] = {}  # the kind's details beside the verdict (on failure too)
-    if work.kind.prepare_judge is not None:
-        try:
-            inputs, notes = work.kind.prepare_judge(
-                work.item,
-                template=judge.prompt,
-                verdict_model=verdict,
-                model=judge.model,
-                max_tokens=judge.max_tokens,
-                context_window=price.context_window,
-            )
-        except AssayError as exc:
-            return ComponentResult.failed(exc.message, dict(exc.details))
-    else:
-        inputs = work.kind.judge_inputs(work.item)
+    try:
+        inputs, notes = judge_inputs_for(work.criteria, work.kind, work.item, runtime.catalog)
+    except AssayError as exc:
+        return ComponentResult.failed(exc.message, dict(exc.details))
     outcome = run_judge(
         JudgeRequest(
             model=judge.model,
@@ -171,7 +199,14 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
             raw_output=outcome.raw_output,
             **extra,
         )
-    score, details = work.kind.verdict_score(outcome.verdict)
+    return verdict_result(work.kind, outcome.verdict, notes, model=judge.model, calls=outcome.calls, **extra)
+
+
+def verdict_result(
+    kind: Kind, verdict: BaseModel, notes: dict[str, Any], *, model: str, calls: int, usage: dict[str, int], cost_usd: float
+) -> ComponentResult:
+    """A validated verdict as the judge component's result (realtime and batch lanes alike)."""
+    score, details = kind.verdict_score(verdict)
     return ComponentResult(
-        "ok", min(1.0, max(0.0, score)), {**notes, **details, "model": judge.model, "calls": outcome.calls}, **extra
+        "ok", min(1.0, max(0.0, score)), {**notes, **details, "model": model, "calls": calls}, usage=usage, cost_usd=cost_usd
     )

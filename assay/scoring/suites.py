@@ -98,11 +98,21 @@ class JudgeOptions(_Strict):
     timeout_seconds: float = Field(60.0, gt=0)
 
 
+class RescoreOptions(_Strict):
+    """How the nightly re-scoring treats the suite."""
+
+    nightly: bool = True  # false: only manual runs (assay rescore) re-score it
+    # `batch`: the judge calls of scheduled runs go through the Message Batches API (half price).
+    lane: Literal["realtime", "batch"] = "realtime"
+    budget_usd: float | None = Field(None, gt=0)  # per nightly run; judge calls stop when it is spent
+
+
 class SuiteOptions(_Strict):
     """Operational settings: not criteria, not hashed."""
 
     enabled: bool = True
     judge: JudgeOptions = Field(default_factory=JudgeOptions)
+    rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     description: str = ""
 
 
@@ -221,6 +231,7 @@ class _SuiteFile(_Strict):
     threshold: float
     components: dict[str, ComponentSpec]
     judge: _JudgeFile | None = None
+    rescore: RescoreOptions = Field(default_factory=RescoreOptions)
 
 
 def suite_path(config_dir: Path, name: str) -> Path:
@@ -264,7 +275,9 @@ def parse_suite(text: str, *, config_dir: Path, env: Mapping[str, str], source: 
         )
     except ValidationError as exc:
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
-    options = SuiteOptions(enabled=spec.enabled, judge=options_judge, description=spec.description)
+    options = SuiteOptions(
+        enabled=spec.enabled, judge=options_judge, description=spec.description, rescore=spec.rescore
+    )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 
 

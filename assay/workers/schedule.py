@@ -1,10 +1,21 @@
-"""Beat schedule: the reconciler every few minutes."""
+"""Beat schedule: the reconciler every few minutes, the nightly re-scoring, the batch lane's poller."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from celery.schedules import crontab
+
 from assay.settings import Settings
+
+
+def nightly(expression: str) -> crontab:
+    """A five-field crontab expression (UTC), as ``crontab -e`` takes it."""
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(f"ASSAY_RESCORE_SCHEDULE must have 5 fields (minute hour day month weekday), got {expression!r}")
+    minute, hour, day_of_month, month_of_year, day_of_week = fields
+    return crontab(minute, hour, day_of_week, day_of_month, month_of_year)
 
 
 def beat_schedule(settings: Settings) -> dict[str, Any]:
@@ -14,5 +25,15 @@ def beat_schedule(settings: Settings) -> dict[str, Any]:
             "schedule": float(settings.reconcile_interval_seconds),
             # A late beat must not pile up reconcile runs: one that has waited a whole interval is dropped.
             "options": {"expires": float(settings.reconcile_interval_seconds)},
+        },
+        "rescore-stale": {
+            "task": "scoring.rescore_stale",
+            "schedule": nightly(settings.rescore_schedule),
+            "options": {"expires": float(settings.rescore_expires_seconds)},
+        },
+        "provider-batches": {
+            "task": "scoring.provider_batches",
+            "schedule": settings.provider_batch_interval_seconds,
+            "options": {"expires": settings.provider_batch_interval_seconds},
         },
     }

@@ -10,16 +10,18 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from assay import observability
-from assay.scoring import pipeline
+from assay.scoring import pipeline, rescore
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import compute, load_work
 from assay.scoring.store.db import transaction
+from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers.app import Queue, app, task
 from assay.workers.runtime import judge_runtime
@@ -90,6 +92,9 @@ def _run_component(task_self, score_id: str, component: str, queue: Queue) -> No
         claim = pipeline.claim(session, ref, owner, lease)
         if claim.state == "claimed" and pipeline.expire_poison(session, ref, claim.attempts, settings.max_component_attempts):
             return
+        if claim.state == "claimed" and queue == Queue.JUDGE and pipeline.budget_exhausted(session, ref.score_id):
+            pipeline.stop_for_budget(session, ref, owner)
+            return
     if claim.state == "busy":
         enqueuer.enqueue([ref], countdown=claim.retry_in)
         return
@@ -156,3 +161,127 @@ def reconcile(self) -> dict[str, int]:
     if report.refs:
         log.warning("reconciler re-enqueued %d component(s)", len(report.refs))
     return {"requeued": len(report.refs), "planning": len(report.planning_batches)}
+
+
+def build_rescore_run(batch_id: str, selection: rescore.Selection) -> int:
+    """Fill a re-scoring batch wave by wave (a transaction each), then start its planner."""
+    settings = get_settings()
+    after: uuid.UUID | None = None
+    while True:
+        with transaction() as session:
+            after = rescore.add_wave(session, uuid.UUID(batch_id), selection, after, settings.rescore_wave_size)
+        if after is None:
+            break
+    with transaction() as session:
+        plan = rescore.finish_building(session, uuid.UUID(batch_id))
+        total = session.scalar(select(Batch.total_items).where(Batch.id == uuid.UUID(batch_id))) or 0
+    if plan:
+        plan_batch.apply_async(args=(batch_id,))
+    return total
+
+
+@task("scoring.rescore_suite", Queue.CONTROL, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
+def rescore_suite(self, batch_id: str, stale_only: bool = False, partial: bool = False) -> dict[str, int]:
+    """A manual re-scoring run (POST /api/v1/rescore created its batch): add the scores, then plan."""
+    total = build_rescore_run(batch_id, rescore.Selection(stale_only=stale_only, partial=partial))
+    return {"scores": total}
+
+
+@task("scoring.rescore_stale", Queue.CONTROL)
+def rescore_stale(self) -> dict[str, Any]:
+    """The nightly run: every enabled suite's stale and never-scored items (and partial ones, when a
+    judge key is configured) re-scored under its current criteria, one batch per suite.
+
+    Two beats may both fire it; a Postgres advisory lock held for the whole run lets one do the work,
+    and the other returns at once. Even run twice in a row it is idempotent (see scoring.rescore)."""
+    settings = get_settings()
+    with rescore.run_lock("assay:rescore_stale") as acquired:
+        if not acquired:
+            log.info("rescore_stale: another run holds the lock; nothing to do here")
+            return {"skipped": "another run holds the lock"}
+        with transaction() as session:
+            register_all_suites(session, settings.config_dir)
+            records = [(r.name, *rescore.lane_and_budget(r)) for r in rescore.suites_to_rescore(session)]
+        selection = rescore.Selection(partial=settings.anthropic_api_key is not None)
+        runs: dict[str, Any] = {}
+        for suite, lane, budget in records:
+            with transaction() as session:
+                batch = rescore.begin_run(
+                    session, suite, selection, triggered_by="schedule", lane=lane, budget_usd=budget, scheduled=True
+                )
+                batch_id = str(batch.id)
+            total = build_rescore_run(batch_id, selection)
+            runs[suite] = {"batch_id": batch_id if total else None, "scores": total}
+            log.info("rescore_stale: suite %s: %d score(s) to make (batch %s)", suite, total, batch_id if total else "-")
+        return runs
+
+
+@task("scoring.provider_batches", Queue.CONTROL)
+def provider_batches(self) -> dict[str, int]:
+    """The judge's batch lane, on beat's clock: send waiting batch-lane requests as provider batches,
+    poll the ones in flight, and land the results of those that ended (see scoring.batch_lane)."""
+    from assay.scoring import batch_lane
+
+    runtime = judge_runtime()
+    if runtime.client is None:
+        return {"skipped": 1}  # no key: batch-lane components wait (the realtime lane would skip them)
+    settings = get_settings()
+    limits = batch_lane.Limits(settings.provider_batch_max_requests, settings.provider_batch_max_bytes)
+    report = {"sent": 0, "requests": 0, "landed_batches": 0, "to_realtime": 0}
+    with rescore.run_lock("assay:provider_batches") as acquired:
+        if not acquired:
+            return report  # the previous tick is still at it
+        with transaction() as session:
+            batch_lane.release_unconfirmed(session)
+            groups = batch_lane.waiting_groups(session)
+        for batch_id, component in groups:
+            while True:
+                with transaction() as session:
+                    prepared = batch_lane.prepare(session, batch_id, component, runtime.catalog, limits)
+                if prepared.row_id is None:
+                    break
+                try:
+                    created = runtime.client.messages.batches.create(requests=prepared.requests)
+                except Exception as exc:  # the provider did not take it: the requests wait for the next tick
+                    log.warning("provider batch for batch %s (%s) not created: %s", batch_id, component, exc)
+                    with transaction() as session:
+                        batch_lane.release(session, prepared.row_id, f"{type(exc).__name__}: {exc}")
+                    break
+                with transaction() as session:
+                    batch_lane.started(session, prepared.row_id, created.id, settings.provider_batch_interval_seconds)
+                report["sent"] += 1
+                report["requests"] += len(prepared.requests)
+                log.info("batch %s: %d %s request(s) sent as provider batch %s", batch_id, len(prepared.requests), component, created.id)
+        with transaction() as session:
+            due = batch_lane.due(session)
+        for row_id, provider_id in due:
+            remote = runtime.client.messages.batches.retrieve(provider_id)
+            with transaction() as session:
+                ended = batch_lane.polled(
+                    session, row_id, remote.processing_status, remote.request_counts.model_dump(),
+                    settings.provider_batch_interval_seconds,
+                )
+            if not ended:
+                continue
+            chunk: list[Any] = []
+            for result in runtime.client.messages.batches.results(provider_id):
+                chunk.append(result)
+                if len(chunk) >= 500:
+                    report["to_realtime"] += _apply_results(row_id, chunk, runtime.catalog)
+                    chunk = []
+            report["to_realtime"] += _apply_results(row_id, chunk, runtime.catalog)
+            with transaction() as session:
+                leftovers = batch_lane.finish(session, row_id)
+            enqueuer.enqueue(leftovers)
+            report["to_realtime"] += len(leftovers)
+            report["landed_batches"] += 1
+    return report
+
+
+def _apply_results(row_id: uuid.UUID, results: list[Any], catalog: Any) -> int:
+    from assay.scoring import batch_lane
+
+    with transaction() as session:
+        to_realtime = batch_lane.apply_results(session, row_id, results, catalog)
+    enqueuer.enqueue(to_realtime)
+    return len(to_realtime)

@@ -173,3 +173,27 @@ def test_submit_wait_prints_live_results(api_server, live_worker_factory):
     assert result.stderr.count("Score: ") == 4
     quiet = assay("submit", str(EXAMPLES), "--suite", "kql", "--wait", "--no-live", env=env)
     assert quiet.returncode == 0 and "Score: " not in quiet.stderr
+
+
+def test_diff_prints_aggregates_and_flips_and_writes_csv(api_server, tmp_path):
+    from assay.scoring.store.db import transaction
+    from tests.scoring.test_diff import NEW, OLD, seed_known_case
+
+    with transaction() as session:
+        seed_known_case(session)
+    env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": API_KEY, "COLUMNS": "200"})
+    out = tmp_path / "diff.csv"
+    result = assay("diff", "--suite", "s1", "--from", OLD[:8], "--to", NEW, "--csv", str(out), "--limit", "1", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = [" ".join(line.replace("│", " ").split()) for line in result.stderr.splitlines()]
+    for expected in [
+        "items compared 4", "only under from / only under to 1 / 1", "mean total old → new 0.625 → 0.688",
+        "mean delta +0.062", "pass→fail / fail→pass 1 / 1", "a shift (n=4) +0.125", "b shift (n=2) -0.250",
+        "cost of the run (USD) 1.3750", "largest |delta| (1 of 4)", "q2 1.000 0.500 -0.500 pass→fail", "flips (1 of 2)",
+    ]:
+        assert any(expected in line for line in lines), (expected, result.stderr)
+    rows = out.read_text().splitlines()
+    assert rows[0] == "item_id,external_id,old_total,new_total,delta,old_passed,new_passed,flip"
+    assert len(rows) == 5
+    unknown = assay("diff", "--suite", "s1", "--from", OLD, "--to", "deadbeef", env=env)
+    assert unknown.returncode == 1 and "404" in unknown.stderr and "deadbeef" in unknown.stderr

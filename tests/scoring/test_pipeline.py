@@ -255,3 +255,30 @@ def test_reconciler_leaves_a_live_planner_alone(clean_db):
         pipeline.note_planner_waiting(s, batch_id)  # waiting on backpressure counts as alive
     with transaction() as s:
         assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == []
+
+
+def test_planner_waits_for_a_batch_row_a_landing_holds(clean_db):
+    """A landing locks the batch row for a moment (to count a finished score); a planner arriving then
+    must wait and plan, not give up and leave the batch planning forever."""
+    import threading
+
+    from assay.scoring.store.db import new_session
+
+    batch_id, _ = make_batch(2)
+    holder = new_session()
+    holder.begin()
+    holder.execute(update(Batch).where(Batch.id == batch_id).values(finished_items=Batch.finished_items))
+    steps = []
+
+    def plan() -> None:
+        with transaction() as s:
+            steps.append(pipeline.plan_chunk(s, batch_id, chunk_size=10))
+
+    thread = threading.Thread(target=plan)
+    thread.start()
+    thread.join(timeout=1.0)
+    assert thread.is_alive(), "the planner waits for the row"
+    holder.commit()
+    holder.close()
+    thread.join(timeout=30)
+    assert len(steps) == 1 and not steps[0].finished and len(steps[0].refs) == 8

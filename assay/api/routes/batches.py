@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
@@ -65,6 +66,16 @@ async def create_batch(
     principal: Annotated[Principal, Depends(require_principal)],
     suite: Annotated[str, Query(description="Suite name (a file in config/suites/).", min_length=1, max_length=100)],
     partial: Annotated[bool, Query(description="Accept the good lines when some are bad.")] = False,
+    budget_usd: Annotated[
+        float | None,
+        Query(
+            gt=0,
+            le=1e9,
+            description="Judge spend limit in US dollars: judge calls stop when the batch's spend reaches it "
+            "(the batch ends budget_exhausted, finished scores kept, the rest resumable). The response "
+            "carries the pre-flight estimate.",
+        ),
+    ] = None,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> BatchAccepted:
     settings = get_settings()
@@ -79,6 +90,7 @@ async def create_batch(
     )
     session = new_session()
     writer: BatchWriter | None = None
+    estimate: dict[str, Any] | None = None
     try:
         await run_in_threadpool(session.begin)
 
@@ -92,6 +104,7 @@ async def create_batch(
                 limits=limits,
                 partial=partial,
                 idempotency_key=idempotency_key,
+                budget_usd=budget_usd,
             )
             writer.begin()
             return writer
@@ -109,6 +122,8 @@ async def create_batch(
                     pending, size = [], 0
             await run_in_threadpool(writer.feed, b"".join(pending))
             result: IngestResult = await run_in_threadpool(writer.finish)
+            if budget_usd is not None:
+                estimate = await run_in_threadpool(_preflight, session, result)
         else:
             result = writer.result
             response.headers["Idempotent-Replay"] = "true"
@@ -133,7 +148,22 @@ async def create_batch(
         rejected=result.bad_line_count,
         bad_lines=[b.to_dict() for b in result.bad_lines],
         replayed=not result.created,
+        budget_usd=result.batch.budget_usd,
+        estimate=estimate,
     )
+
+
+def _preflight(session: Any, result: IngestResult) -> dict[str, Any]:
+    from sqlalchemy import select
+
+    from assay.scoring.rescore import estimate
+    from assay.scoring.store.models import Item, Score
+    from assay.scoring.suites import load_model_catalog
+
+    batch = result.batch
+    items = Item.id.in_(select(Score.item_id).where(Score.batch_id == batch.id))
+    catalog = load_model_catalog(get_settings().config_dir)
+    return estimate(session, batch.criteria_hash, batch.suite_name, items, catalog, "realtime").to_dict()
 
 
 @router.get("", response_model=BatchList, summary="List batches, newest first")
@@ -174,6 +204,29 @@ def retry_failed(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_pr
         refs = svc.retry_failed(session, batch)
         view = BatchOut(**batch_view(batch, svc.progress(session, batch)))
     publish_components(refs)
+    return view
+
+
+class ResumeIn(BaseModel):
+    budget_usd: float | None = Field(
+        None, gt=0, le=1e9, description="The new judge spend limit in US dollars (above what was spent); null: none"
+    )
+
+
+@router.post(
+    "/{batch_id}/resume",
+    response_model=BatchOut,
+    summary="Resume a budget_exhausted batch under a new budget; what landed is kept (never paid twice)",
+    responses={409: {"description": "The batch is not budget_exhausted"}, 400: {"description": "Budget not above the spend"}},
+)
+def resume(batch_id: uuid.UUID, body: ResumeIn, _: Annotated[Principal, Depends(require_principal)]) -> BatchOut:
+    with transaction() as session:
+        batch = svc.get_batch(session, batch_id)
+        resumed = svc.resume(session, batch, body.budget_usd)
+        view = BatchOut(**batch_view(batch, svc.progress(session, batch)))
+    publish_components(resumed.refs)
+    if resumed.needs_planner:
+        start_planner(batch_id)
     return view
 
 

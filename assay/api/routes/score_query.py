@@ -35,11 +35,11 @@ from assay.scoring.errors import CriteriaError, InvalidInput, NotFound
 from assay.scoring.ingest import contains_nul, item_content_hash
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.kql import KqlItem
-from assay.scoring.pipeline import ComponentRef, create_components
+from assay.scoring.pipeline import ComponentRef, create_components, pending_score
 from assay.scoring.store.db import transaction
-from assay.scoring.views import component_view
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES, Item, Score, utcnow
 from assay.scoring.suites import Criteria, canonical_json, load_model_catalog
+from assay.scoring.views import component_view
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/score-query", tags=["score-query"])
@@ -172,19 +172,14 @@ def _create(body: ScoreQueryIn, suite: str, principal: Principal) -> tuple[uuid.
         session.add(item_row)
         session.flush()
         score = Score(
-            id=uuid.uuid4(),
-            item_id=item_row.id,
-            batch_id=None,
-            position=0,
-            suite_name=record.name,
-            criteria_hash=criteria_hash,
-            status="pending",
-            partial=False,
-            components_total=len(criteria.components),
-            components_landed=0,
-            cost_usd=0.0,
-            triggered_by=principal.name,
-            created_at=now,
+            **pending_score(
+                item_id=item_row.id,
+                suite=record.name,
+                criteria_hash=criteria_hash,
+                criteria=criteria,
+                triggered_by=principal.name,
+                created_at=now,
+            )
         )
         session.add(score)
         session.flush()

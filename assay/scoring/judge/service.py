@@ -243,8 +243,8 @@ class _Judgment:
         _bookkeep(self.breaker.record_success, model)
         observability.judge_call(model, raw)
         message = raw.parse()
-        for name in USAGE_FIELDS:
-            self.usage[name] += getattr(message.usage, name, None) or 0
+        for name, tokens in usage_of(message).items():
+            self.usage[name] += tokens
         observability.judge_usage(model, message.usage, self.price)
         return message
 
@@ -258,23 +258,34 @@ class _Judgment:
             waited += wait
 
     def _read(self, message: Message) -> tuple[str, pydantic.BaseModel | None, str | None]:
-        """The answer's text and either its validated verdict or what is wrong with it."""
-        text = "".join(block.text for block in message.content if block.type == "text")
+        text, verdict, problem = read_answer(message, self.request.verdict_model, self.request.max_tokens)
         self.last_answer = text
-        if message.stop_reason == "max_tokens":
-            return text, None, f"the answer was cut off at max_tokens={self.request.max_tokens}"
-        if message.stop_reason == "refusal":
-            return text, None, "the model refused to answer"
-        try:
-            json.loads(text)
-        except ValueError as exc:
-            return text, None, f"the answer is not JSON ({exc})"
-        try:
-            # Strict: no type coercion, no fields the schema does not name, bounds enforced, never clamped.
-            verdict = self.request.verdict_model.model_validate_json(text, strict=True, extra="forbid")
-        except pydantic.ValidationError as exc:
-            return text, None, f"the answer does not match the verdict schema: {_validation_summary(exc)}"
-        return text, verdict, None
+        return text, verdict, problem
+
+
+def read_answer(
+    message: Message, verdict_model: type[pydantic.BaseModel], max_tokens: int
+) -> tuple[str, pydantic.BaseModel | None, str | None]:
+    """The answer's text and either its validated verdict or what is wrong with it (both lanes)."""
+    text = "".join(block.text for block in message.content if block.type == "text")
+    if message.stop_reason == "max_tokens":
+        return text, None, f"the answer was cut off at max_tokens={max_tokens}"
+    if message.stop_reason == "refusal":
+        return text, None, "the model refused to answer"
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        return text, None, f"the answer is not JSON ({exc})"
+    try:
+        # Strict: no type coercion, no fields the schema does not name, bounds enforced, never clamped.
+        verdict = verdict_model.model_validate_json(text, strict=True, extra="forbid")
+    except pydantic.ValidationError as exc:
+        return text, None, f"the answer does not match the verdict schema: {_validation_summary(exc)}"
+    return text, verdict, None
+
+
+def usage_of(message: Message) -> dict[str, int]:
+    return {name: getattr(message.usage, name, None) or 0 for name in USAGE_FIELDS}
 
 
 def _repair_turns(bad_answer: str, problem: str | None) -> list[dict[str, Any]]:

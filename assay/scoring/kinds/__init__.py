@@ -36,6 +36,9 @@ class Kind:
     external_id: Callable[[BaseModel], str | None] | None = None
     # The kind's live-result lines for one finished score (CLI progress, batch API); None: one generic line.
     live_lines: Callable[[Any, float], list[str]] | None = None
+    # Which stored items of the kind re-scoring may take, as a SQL condition on ``Item`` (sessions: only
+    # the current version of a completed session); None: every item.
+    rescore_filter: Callable[[], Any] | None = None
 
 
 _KIND_MODULES = {

@@ -442,16 +442,22 @@ def normalize_tool_name(name: str) -> str:
     return re.sub(r"[\s_\-]+", "-", name.strip().lower()).strip("-")
 
 
-def _kind_hooks() -> dict[str, Any]:
-    """Optional Kind callbacks (``prepare_judge``, ``on_finalized``, ``external_id``): passed only when
-    this version of the core defines them."""
-    fields = getattr(Kind, "__dataclass_fields__", {})
-    hooks = {
-        "prepare_judge": prepare_judge,
-        "on_finalized": on_finalized,
-        "external_id": lambda item: item.session_id,
-    }
-    return {name: hook for name, hook in hooks.items() if name in fields}
+def _rescore_filter() -> Any:
+    """Re-scoring takes the current (newest) stored version of each completed session only."""
+    from sqlalchemy import and_, exists, or_
+    from sqlalchemy.orm import aliased
+
+    from assay.scoring.store.models import Item
+
+    newer = aliased(Item)
+    return and_(
+        Item.payload["status"].as_string() == COMPLETED,
+        ~exists().where(
+            newer.kind == Item.kind,
+            newer.external_id == Item.external_id,
+            or_(newer.created_at > Item.created_at, and_(newer.created_at == Item.created_at, newer.id > Item.id)),
+        ),
+    )
 
 
 KIND = Kind(
@@ -460,5 +466,8 @@ KIND = Kind(
     judge_inputs=_judge_inputs,
     verdict_score=_verdict_score,
     report_row=report_row,
-    **_kind_hooks(),
+    prepare_judge=prepare_judge,
+    on_finalized=on_finalized,
+    external_id=lambda item: item.session_id,
+    rescore_filter=_rescore_filter,
 )

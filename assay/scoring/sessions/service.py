@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import BadRequest, Conflict, NotFound
 from assay.scoring.kinds.alert_session import COMPLETED, KIND_NAME
-from assay.scoring.pipeline import ComponentRef, create_components
+from assay.scoring.pipeline import ComponentRef, create_components, pending_score
 from assay.scoring.sessions import SUITE
 from assay.scoring.sessions.store import (
     active_score,
@@ -61,19 +61,16 @@ def new_score(
 ) -> Score:
     criteria = load_criteria(session, record.current_criteria_hash)
     score = Score(
-        id=uuid.uuid4(),
-        item_id=item_id,
-        batch_id=batch_id,
-        position=position,
-        suite_name=record.name,
-        criteria_hash=record.current_criteria_hash,
-        status="pending",
-        partial=False,
-        components_total=len(criteria.components),
-        components_landed=0,
-        cost_usd=0.0,
-        triggered_by=triggered_by[:255],
-        created_at=utcnow(),
+        **pending_score(
+            item_id=item_id,
+            suite=record.name,
+            criteria_hash=record.current_criteria_hash,
+            criteria=criteria,
+            triggered_by=triggered_by,
+            created_at=utcnow(),
+            batch_id=batch_id,
+            position=position,
+        )
     )
     session.add(score)
     return score

@@ -44,7 +44,11 @@ FINISHED_SCORE_STATUSES = ("completed", "failed", "timed_out", "cancelled")
 # `run_after` (breaker open, provider batch in flight), then lands as ok / failed / skipped.
 COMPONENT_STATUSES = ("pending", "in_progress", "deferred", "ok", "failed", "skipped", "cancelled")
 LANDED_COMPONENT_STATUSES = ("ok", "failed", "skipped", "cancelled")
-BATCH_STATUSES = ("planning", "running", "completed", "cancelled", "failed")
+# `budget_exhausted`: judge calls stopped when the spend reached the batch's budget; finished scores
+# are kept and the rest can be resumed (POST /api/v1/batches/{id}/resume).
+BATCH_STATUSES = ("planning", "running", "completed", "cancelled", "failed", "budget_exhausted")
+JUDGE_LANES = ("realtime", "batch")
+PROVIDER_BATCH_STATUSES = ("creating", "in_progress", "ended", "processed", "failed")
 
 
 def utcnow() -> datetime:
@@ -98,6 +102,8 @@ class Batch(Base):
     __table_args__ = (
         CheckConstraint(_in("status", BATCH_STATUSES), name="status"),
         CheckConstraint("total_items >= 0 AND finished_items >= 0 AND finished_items <= total_items", name="counts"),
+        CheckConstraint("budget_usd IS NULL OR budget_usd > 0", name="budget"),
+        CheckConstraint(_in("judge_lane", JUDGE_LANES), name="judge_lane"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -114,6 +120,11 @@ class Batch(Base):
     # When a planner last worked on (or waited for) this batch: the reconciler restarts only a silent one.
     planner_seen_at: Mapped[datetime | None]
     summary: Mapped[dict[str, Any] | None]
+    # Judge calls stop once ``spent_usd`` (bumped as paid components land) reaches ``budget_usd``.
+    budget_usd: Mapped[float | None] = mapped_column(Float)
+    spent_usd: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
+    # `batch`: judge calls go through the provider's Message Batches API (half price, hours not seconds).
+    judge_lane: Mapped[str] = mapped_column(String(20), default="realtime", server_default=text("'realtime'"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
@@ -216,8 +227,40 @@ class ScoreComponent(Base):
     usage: Mapped[dict[str, Any] | None]
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     landed_at: Mapped[datetime | None]
+    # Set while the component's judge request sits in a provider batch (batch lane): its verdict
+    # comes from that batch's results, so the realtime lane must not send it meanwhile.
+    provider_batch_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("provider_batches.id", ondelete="SET NULL"), index=True
+    )
 
     parent: Mapped[Score] = relationship(back_populates="components")
+
+
+class ProviderBatch(Base):
+    """One Anthropic Message Batch holding judge requests of one component of one Assay batch.
+
+    Stored before the provider is called (status ``creating``) so a worker restart never loses track
+    of a paid batch; ``provider_id`` is filled once the provider accepted it."""
+
+    __tablename__ = "provider_batches"
+    __table_args__ = (CheckConstraint(_in("status", PROVIDER_BATCH_STATUSES), name="status"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    provider_id: Mapped[str | None] = mapped_column(String(100), unique=True)
+    batch_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    component: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(20), default="creating")
+    request_count: Mapped[int] = mapped_column(Integer)
+    request_bytes: Mapped[int] = mapped_column(BigInteger)
+    # What the provider reported when it ended: succeeded / errored / expired / canceled counts.
+    request_counts: Mapped[dict[str, Any] | None]
+    polls: Mapped[int] = mapped_column(Integer, default=0)
+    next_poll_at: Mapped[datetime | None] = mapped_column(index=True)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ended_at: Mapped[datetime | None]
+    processed_at: Mapped[datetime | None]
 
 
 # EP-0028's feedback tables live in their own module but in this metadata (Alembic reads Base).

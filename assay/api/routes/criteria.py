@@ -1,0 +1,157 @@
+"""Comparing criteria: a thin adapter over ``assay.scoring.diff``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.api.auth import Principal, require_principal
+from assay.scoring import diff as svc
+from assay.scoring.reports import _csv_cell
+from assay.scoring.store.db import new_session, transaction
+
+router = APIRouter(prefix="/api/v1/criteria", tags=["items and criteria"])
+
+CSV_COLUMNS = ["item_id", "external_id", "old_total", "new_total", "delta", "old_passed", "new_passed", "flip"]
+
+DIFF_DOC = """Compare the scores of two criteria hashes over the items scored under **both**. For each such
+item the latest `completed` score under each hash counts (by completion time); failed, pending and
+cancelled scores are ignored. `from` and `to` take a full hash or a unique prefix of at least 8 hex
+characters (an ambiguous prefix is a 400). `suite` restricts both sides to that suite's scores.
+
+JSON (default): the aggregates (items compared and only under one side, mean totals and delta,
+pass→fail and fail→pass flips, mean shift per component the two criteria share, cost) and one page
+of per-item rows, largest |delta| first (`order=item`: by item id). `format=csv` streams every
+compared item by item id instead, as an attachment with the columns
+`item_id, external_id, old_total, new_total, delta, old_passed, new_passed, flip`; `limit`,
+`offset` and `order` do not apply to it. `flips_only=true` keeps only flipped items in either form."""
+
+# Full hashes or unique prefixes; the service says which prefix is unknown or ambiguous.
+HASH_PARAM: dict[str, Any] = {"min_length": 8, "max_length": 64, "pattern": r"^[0-9a-fA-F]+$"}
+
+
+class _FromService(BaseModel):
+    model_config = ConfigDict(from_attributes=True)  # built straight from the service's dataclasses
+
+
+class DiffItemOut(_FromService):
+    item_id: uuid.UUID
+    external_id: str | None = Field(..., description="The item's own id, when it has one")
+    old_total: float = Field(..., description="Total under `from`, in [0, 1]")
+    new_total: float = Field(..., description="Total under `to`, in [0, 1]")
+    delta: float = Field(..., description="new_total − old_total")
+    old_passed: bool
+    new_passed: bool
+    flip: Literal["pass→fail", "fail→pass"] | None = Field(..., description="Set when the verdict changed")
+
+
+class ComponentShiftOut(_FromService):
+    component: str
+    n: int = Field(..., description="Compared items where the component has a score under both hashes")
+    mean_old: float | None = Field(..., description="Mean component score under `from` over those items")
+    mean_new: float | None = Field(..., description="Mean component score under `to` over those items")
+    mean_shift: float | None = Field(..., description="Mean of (score under `to` − score under `from`)")
+
+
+class DiffSummaryOut(_FromService):
+    items_compared: int = Field(..., description="Items with a completed score under both hashes")
+    items_only_from: int = Field(..., description="Items with a completed score under `from` only")
+    items_only_to: int = Field(..., description="Items with a completed score under `to` only")
+    mean_old_total: float | None = Field(..., description="Mean total under `from` over the compared items")
+    mean_new_total: float | None = Field(..., description="Mean total under `to` over the compared items")
+    mean_delta: float | None = Field(..., description="Mean of new_total − old_total")
+    pass_to_fail: int
+    fail_to_pass: int
+    cost_usd: float = Field(..., description="Cost of the compared scores under `to` (the new run)")
+    cost_usd_from: float = Field(..., description="Cost of the same items' scores under `from`, for reference")
+    components: list[ComponentShiftOut] = Field(..., description="Components present in both criteria")
+    components_only_from: list[str] = Field(..., description="Components only the `from` criteria have")
+    components_only_to: list[str] = Field(..., description="Components only the `to` criteria have")
+
+
+class CriteriaDiffOut(BaseModel):
+    suite: str | None
+    from_hash: str = Field(..., description="The full `from` hash")
+    to_hash: str = Field(..., description="The full `to` hash")
+    summary: DiffSummaryOut
+    total: int = Field(..., description="Rows the page is taken from: items compared, or the flips with flips_only")
+    limit: int
+    offset: int
+    items: list[DiffItemOut]
+
+
+@router.get(
+    "/diff",
+    response_model=CriteriaDiffOut,
+    summary="Compare two criteria hashes item by item; or a streamed CSV with format=csv",
+    description=DIFF_DOC,
+    responses={
+        200: {"content": {"text/csv": {}}},
+        400: {"description": "Same hash twice, or an ambiguous prefix"},
+        404: {"description": "No such criteria hash or suite"},
+    },
+)
+def criteria_diff(
+    _: Annotated[Principal, Depends(require_principal)],
+    from_hash: Annotated[str, Query(alias="from", description="The old criteria hash (or a prefix)", **HASH_PARAM)],
+    to_hash: Annotated[str, Query(alias="to", description="The new criteria hash (or a prefix)", **HASH_PARAM)],
+    suite: Annotated[str | None, Query(min_length=1, max_length=100, description="Only this suite's scores")] = None,
+    flips_only: Annotated[bool, Query(description="Only items whose verdict changed")] = False,
+    order: Annotated[svc.DiffOrder, Query(description="delta: largest |delta| first; item: by item id")] = "delta",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,  # past bigint PostgreSQL fails the query
+    format: Annotated[Literal["json", "csv"], Query(description="json: aggregates and a page; csv: every row")] = "json",
+) -> Any:
+    with transaction() as session:
+        if format == "json":
+            result = svc.criteria_diff(
+                session, suite=suite, from_hash=from_hash, to_hash=to_hash,
+                limit=limit, offset=offset, order=order, flips_only=flips_only,
+            )
+            return CriteriaDiffOut(
+                suite=result.suite,
+                from_hash=result.from_hash,
+                to_hash=result.to_hash,
+                summary=DiffSummaryOut.model_validate(result.summary),
+                total=result.total_rows,
+                limit=limit,
+                offset=offset,
+                items=[DiffItemOut.model_validate(i) for i in result.items],
+            )
+        # Resolved before the stream starts, so an unknown hash is still a 404, not a broken download.
+        old, new = svc.resolve_pair(session, suite=suite, from_hash=from_hash, to_hash=to_hash)
+        full_from, full_to = old.criteria_hash, new.criteria_hash
+    return StreamingResponse(
+        _csv(suite, full_from, full_to, flips_only),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="criteria-diff-{full_from[:12]}-{full_to[:12]}.csv"'},
+    )
+
+
+def _csv(suite: str | None, from_hash: str, to_hash: str, flips_only: bool) -> Iterator[str]:
+    session = new_session()
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    try:
+        writer.writerow(CSV_COLUMNS)
+        items = svc.iter_diff_items(session, suite=suite, from_hash=from_hash, to_hash=to_hash, flips_only=flips_only)
+        for count, item in enumerate(items, 1):
+            # The external id is user text: never let a spreadsheet run it as a formula.
+            writer.writerow(
+                [item.item_id, _csv_cell(item.external_id), item.old_total, item.new_total, item.delta,
+                 item.old_passed, item.new_passed, item.flip]
+            )
+            if count % 1000 == 0:  # one chunk per thousand rows, not one per row
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+        yield buffer.getvalue()
+    finally:
+        session.close()

@@ -1,0 +1,348 @@
+"""The judge's batch lane: judge requests sent through the Anthropic Message Batches API (half price,
+results within 24 h) instead of one realtime call each. Services flush; the task commits and calls
+the provider between transactions (``assay.workers.tasks.provider_batches``).
+
+Life of a batch-lane judge component:
+1. the planner creates it ``deferred`` with reason ``BATCH_LANE_WAITING`` and a ``run_after`` far
+   beyond any realtime retry, so neither a stray message nor the reconciler sends it realtime;
+2. ``prepare`` puts up to 100,000 requests / 256 MB of one (batch, component) into a ``provider_batches``
+   row (status ``creating``) and points the components at it; committed *before* the provider is called;
+3. the provider accepts it: ``started`` stores its id (``in_progress``). A worker restart loses nothing:
+   the id is in Postgres and beat polls it (``due`` / ``polled``) with backoff;
+4. once it has ended, ``apply_results`` reads its results (any order; ``custom_id`` = score id) through
+   the realtime lane's validation: a valid verdict lands at the discounted price; an unusable answer,
+   an ``errored``, ``expired`` or ``canceled`` request goes to the realtime lane (its spend kept).
+
+Never paid twice: a component lands once; a result for a component that landed or left the batch is
+ignored; a ``creating`` row whose provider call never returned is released after ``CREATING_TIMEOUT``
+(the one window where a crash can make a request be sent twice; see README).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from assay.scoring import pipeline
+from assay.scoring.criteria import load_criteria
+from assay.scoring.errors import AssayError
+from assay.scoring.kinds import get_kind
+from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline import BATCH_LANE_WAITING, JUDGE_QUEUE, ComponentRef
+from assay.scoring.store.models import (
+    LANDED_COMPONENT_STATUSES,
+    Batch,
+    Item,
+    ProviderBatch,
+    Score,
+    ScoreComponent,
+    utcnow,
+)
+from assay.scoring.suites import ModelCatalog
+
+log = logging.getLogger(__name__)
+
+CREATING_TIMEOUT = timedelta(minutes=10)
+MAX_POLL_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_requests: int
+    max_bytes: int
+
+
+@dataclass
+class Prepared:
+    """A provider batch ready to send (``requests``), and what could not be sent (already landed)."""
+
+    row_id: uuid.UUID | None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    failed: int = 0
+    budget_stopped: int = 0
+
+
+def waiting_groups(session: Session) -> list[tuple[uuid.UUID, str]]:
+    """(batch, judge component) pairs with components waiting to be sent."""
+    rows = session.execute(
+        select(Score.batch_id, ScoreComponent.component)
+        .join(Score, Score.id == ScoreComponent.score_id)
+        .where(
+            ScoreComponent.status == "deferred",
+            ScoreComponent.reason == BATCH_LANE_WAITING,
+            ScoreComponent.provider_batch_id.is_(None),
+            Score.status.in_(("pending", "in_progress")),
+        )
+        .group_by(Score.batch_id, ScoreComponent.component)
+    ).all()
+    return [(r.batch_id, r.component) for r in rows if r.batch_id is not None]
+
+
+def prepare(
+    session: Session, batch_id: uuid.UUID, component: str, catalog: ModelCatalog, limits: Limits
+) -> Prepared:
+    """Build the next provider batch of one (batch, component): its row, its requests, its components
+    pointed at it. An item that cannot be judged fails now (as on the realtime lane); a budget that
+    cannot pay for more stops the batch (``stop_for_budget``) instead of sending."""
+    from assay.scoring.judge.service import output_config_for
+    from assay.scoring.judge.verdicts import verdict_model
+    from assay.scoring.scorer import render_judge_prompt
+
+    # No lock on the batch row: landings need it, and one provider_batches task runs at a time.
+    batch = session.get(Batch, batch_id)
+    if batch is None:
+        return Prepared(None)
+    rows = session.execute(
+        select(ScoreComponent.score_id, Score.criteria_hash, Item.payload)
+        .join(Score, Score.id == ScoreComponent.score_id)
+        .join(Item, Item.id == Score.item_id)
+        .where(
+            Score.batch_id == batch_id,
+            ScoreComponent.component == component,
+            ScoreComponent.status == "deferred",
+            ScoreComponent.reason == BATCH_LANE_WAITING,
+            ScoreComponent.provider_batch_id.is_(None),
+        )
+        .order_by(Score.position)
+        .limit(limits.max_requests)
+        .with_for_update(of=ScoreComponent, skip_locked=True)
+    ).all()
+    prepared = Prepared(None)
+    taken: list[uuid.UUID] = []
+    size = 0
+    model = ""
+    # The most the batch may still spend, and an upper bound on each request's price (all of
+    # max_tokens used): the provider is never handed more than the budget can pay for.
+    remaining = None if batch.budget_usd is None else batch.budget_usd - batch.spent_usd
+    committed = 0.0
+    for row in rows:
+        ref = ComponentRef(row.score_id, component, JUDGE_QUEUE)
+        criteria = load_criteria(session, row.criteria_hash)
+        judge = criteria.judge
+        assert judge is not None
+        kind = get_kind(criteria.kind)
+        price = catalog.models[judge.model]
+        try:
+            prompt, _ = render_judge_prompt(criteria, kind, kind.item_model.model_validate(row.payload), catalog)
+        except AssayError as exc:
+            pipeline.land(session, ref, ComponentResult.failed(exc.message, dict(exc.details)))
+            prepared.failed += 1
+            continue
+        params: dict[str, Any] = {
+            "model": judge.model,
+            "max_tokens": judge.max_tokens,
+            "messages": [{"role": "user", "content": prompt.user}],
+            "output_config": output_config_for(verdict_model(judge.verdict)),
+        }
+        if prompt.system:
+            params["system"] = prompt.system_blocks()
+        request = {"custom_id": str(row.score_id), "params": params}
+        encoded = len(json.dumps(request, ensure_ascii=False).encode())
+        if size + encoded > limits.max_bytes or (model and judge.model != model):
+            break  # the rest go in the next provider batch
+        bound = price.batch_discount * (
+            (len(json.dumps(params)) / 3) * price.input_per_mtok + judge.max_tokens * price.output_per_mtok
+        ) / 1_000_000
+        if remaining is not None and committed + bound > remaining:
+            if not taken:
+                # Not even one more request fits: the budget is spent as far as new calls go, so none
+                # of the waiting requests will be sent; their scores stop like realtime ones would.
+                for waiting in rows[rows.index(row):]:
+                    pipeline.stop_for_budget(session, ComponentRef(waiting.score_id, component, JUDGE_QUEUE), "batch-lane")
+                    prepared.budget_stopped += 1
+            break
+        committed += bound
+        model = judge.model
+        size += encoded
+        taken.append(row.score_id)
+        prepared.requests.append(request)
+    if not taken:
+        return prepared
+    provider_batch = ProviderBatch(
+        id=uuid.uuid4(),
+        batch_id=batch_id,
+        component=component,
+        model=model,
+        status="creating",
+        request_count=len(taken),
+        request_bytes=size,
+        polls=0,
+        created_at=utcnow(),
+    )
+    session.add(provider_batch)
+    session.flush()
+    session.execute(
+        update(ScoreComponent)
+        .where(ScoreComponent.component == component, ScoreComponent.score_id.in_(taken))
+        .values(provider_batch_id=provider_batch.id, reason=f"batch lane: in provider batch {provider_batch.id}")
+    )
+    prepared.row_id = provider_batch.id
+    return prepared
+
+
+def started(session: Session, row_id: uuid.UUID, provider_id: str, poll_seconds: float) -> None:
+    session.execute(
+        update(ProviderBatch)
+        .where(ProviderBatch.id == row_id)
+        .values(provider_id=provider_id, status="in_progress", next_poll_at=utcnow() + timedelta(seconds=poll_seconds))
+    )
+    session.execute(
+        update(ScoreComponent)
+        .where(ScoreComponent.provider_batch_id == row_id)
+        .values(reason=f"batch lane: in provider batch {provider_id}")
+    )
+
+
+def release(session: Session, row_id: uuid.UUID, error: str) -> int:
+    """The provider batch was never created (or never confirmed): its components wait to be sent again."""
+    session.execute(
+        update(ProviderBatch).where(ProviderBatch.id == row_id).values(status="failed", error=error[:2000])
+    )
+    return session.execute(
+        update(ScoreComponent)
+        .where(ScoreComponent.provider_batch_id == row_id, ScoreComponent.status == "deferred")
+        .values(provider_batch_id=None, reason=BATCH_LANE_WAITING)
+    ).rowcount or 0
+
+
+def release_unconfirmed(session: Session, now: datetime | None = None) -> int:
+    """``creating`` rows whose provider call never returned (the worker died in it)."""
+    now = now or utcnow()
+    stuck = session.scalars(
+        select(ProviderBatch.id).where(ProviderBatch.status == "creating", ProviderBatch.created_at < now - CREATING_TIMEOUT)
+    ).all()
+    for row_id in stuck:
+        log.warning("provider batch %s was never confirmed by the provider; its requests will be sent again", row_id)
+        release(session, row_id, "the worker stopped before the provider confirmed the batch")
+    return len(stuck)
+
+
+def due(session: Session, now: datetime | None = None) -> list[tuple[uuid.UUID, str]]:
+    """In-flight provider batches whose next poll is due: (row id, provider id)."""
+    now = now or utcnow()
+    rows = session.execute(
+        select(ProviderBatch.id, ProviderBatch.provider_id).where(
+            ProviderBatch.status.in_(("in_progress", "ended")), ProviderBatch.next_poll_at <= now
+        )
+    ).all()
+    return [(r.id, r.provider_id) for r in rows]
+
+
+def polled(
+    session: Session, row_id: uuid.UUID, processing_status: str, counts: dict[str, int], poll_seconds: float
+) -> bool:
+    """Record a poll; returns whether the provider batch has ended (its results can be read). Polls
+    back off from ``poll_seconds``, doubling, to at most ten minutes."""
+    now = utcnow()
+    row = session.get(ProviderBatch, row_id, with_for_update=True)
+    if row is None:
+        return False
+    row.polls += 1
+    if processing_status == "ended":
+        row.status = "ended"
+        row.ended_at = row.ended_at or now
+        row.request_counts = counts
+        return True
+    row.next_poll_at = now + timedelta(seconds=min(MAX_POLL_SECONDS, poll_seconds * 2 ** min(row.polls - 1, 6)))
+    return False
+
+
+def apply_results(
+    session: Session, row_id: uuid.UUID, results: Iterable[Any], catalog: ModelCatalog
+) -> list[ComponentRef]:
+    """Land a chunk of a provider batch's results; returns components to send on the realtime lane."""
+    from assay.scoring.judge.service import cost_usd, read_answer, usage_of
+    from assay.scoring.judge.verdicts import verdict_model
+    from assay.scoring.scorer import judge_inputs_for, verdict_result
+
+    row = session.get(ProviderBatch, row_id)
+    if row is None:
+        return []
+    to_realtime: list[ComponentRef] = []
+    for result in results:
+        try:
+            score_id = uuid.UUID(result.custom_id)
+        except ValueError:
+            log.warning("provider batch %s: unknown custom_id %r ignored", row.provider_id, result.custom_id)
+            continue
+        ref = ComponentRef(score_id, row.component, JUDGE_QUEUE)
+        current = session.execute(
+            select(ScoreComponent.status, ScoreComponent.provider_batch_id, Score.criteria_hash, Item.payload)
+            .join(Score, Score.id == ScoreComponent.score_id)
+            .join(Item, Item.id == Score.item_id)
+            .where(ScoreComponent.score_id == score_id, ScoreComponent.component == row.component)
+        ).first()
+        if current is None or current.status in LANDED_COMPONENT_STATUSES or current.provider_batch_id != row_id:
+            continue  # landed already (a re-read after a crash), or no longer this batch's
+        kind_of_result = result.result.type
+        if kind_of_result != "succeeded":
+            why = getattr(getattr(getattr(result.result, "error", None), "error", None), "message", None)
+            _to_realtime(session, ref, f"batch lane: request {kind_of_result}{f' ({why})' if why else ''}")
+            to_realtime.append(ref)
+            continue
+        criteria = load_criteria(session, current.criteria_hash)
+        judge = criteria.judge
+        assert judge is not None
+        price = catalog.models[judge.model]
+        message = result.result.message
+        usage = usage_of(message)
+        cost = cost_usd(usage, price) * price.batch_discount
+        _text, verdict, problem = read_answer(message, verdict_model(judge.verdict), judge.max_tokens)
+        if verdict is None:
+            # The realtime lane asks again (with its one repair); this answer's price stays on the books.
+            _to_realtime(session, ref, f"batch lane answer unusable ({problem}); sent to the realtime lane", usage, cost)
+            to_realtime.append(ref)
+            continue
+        kind = get_kind(criteria.kind)
+        try:
+            _, notes = judge_inputs_for(criteria, kind, kind.item_model.model_validate(current.payload), catalog)
+        except AssayError:
+            notes = {}
+        outcome = verdict_result(kind, verdict, notes, model=judge.model, calls=1, usage=usage, cost_usd=cost)
+        outcome.details["lane"] = "batch"
+        pipeline.land(session, ref, outcome)
+    return to_realtime
+
+
+def _to_realtime(
+    session: Session, ref: ComponentRef, reason: str, usage: dict[str, int] | None = None, cost: float = 0.0
+) -> None:
+    values: dict[str, Any] = dict(
+        status="pending", provider_batch_id=None, run_after=None, reason=reason, enqueued_at=utcnow()
+    )
+    if usage is not None:
+        values.update(usage=usage, cost_usd=ScoreComponent.cost_usd + cost)
+    session.execute(
+        update(ScoreComponent)
+        .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
+        .values(**values)
+    )
+    if cost:
+        pipeline.charge_score(session, ref.score_id, cost)
+
+
+def finish(session: Session, row_id: uuid.UUID) -> list[ComponentRef]:
+    """After every result was read: any component the results did not mention goes realtime."""
+    row = session.get(ProviderBatch, row_id, with_for_update=True)
+    if row is None:
+        return []
+    missing = session.execute(
+        select(ScoreComponent.score_id).where(
+            ScoreComponent.provider_batch_id == row_id, ScoreComponent.status.not_in(LANDED_COMPONENT_STATUSES)
+        )
+    ).scalars().all()
+    refs = [ComponentRef(score_id, row.component, JUDGE_QUEUE) for score_id in missing]
+    for ref in refs:
+        _to_realtime(session, ref, "batch lane: the provider returned no result for this request")
+    row.status = "processed"
+    row.processed_at = utcnow()
+    return refs
+

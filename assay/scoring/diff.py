@@ -1,0 +1,275 @@
+"""Comparing two criteria hashes over the items scored under both: totals, flips, component shifts, cost.
+
+An item is compared when it has a ``completed`` score under each hash; with several, the latest by
+``completed_at`` counts. The pairing is done in SQL with a window function (PostgreSQL and SQLite
+both have them), so a diff over a million items never loads them: the aggregates are grouped
+queries, the per-item rows a page or a server-side stream.
+
+A hash may be given in full or as a unique prefix of at least 8 hex characters.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Select, Subquery, and_, case, distinct, func, select
+from sqlalchemy.orm import Session, aliased
+
+from assay.scoring.errors import BadRequest, NotFound
+from assay.scoring.store.models import CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
+
+PASS_TO_FAIL = "pass→fail"
+FAIL_TO_PASS = "fail→pass"
+MIN_PREFIX = 8
+_HEX = re.compile(r"[0-9a-f]+")
+
+DiffOrder = Literal["delta", "item"]
+
+
+@dataclass(frozen=True)
+class DiffItem:
+    item_id: uuid.UUID
+    external_id: str | None
+    old_total: float
+    new_total: float
+    delta: float
+    old_passed: bool
+    new_passed: bool
+    flip: str | None
+
+
+@dataclass(frozen=True)
+class ComponentShift:
+    component: str
+    n: int  # paired items where the component has a score under both hashes
+    mean_old: float | None
+    mean_new: float | None
+    mean_shift: float | None
+
+
+@dataclass(frozen=True)
+class DiffSummary:
+    items_compared: int
+    items_only_from: int
+    items_only_to: int
+    mean_old_total: float | None
+    mean_new_total: float | None
+    mean_delta: float | None
+    pass_to_fail: int
+    fail_to_pass: int
+    cost_usd: float  # the compared scores under `to`: what the new run cost
+    cost_usd_from: float  # the same items under `from`, for reference
+    components: list[ComponentShift]
+    components_only_from: list[str]
+    components_only_to: list[str]
+
+
+@dataclass(frozen=True)
+class CriteriaDiff:
+    suite: str | None
+    from_hash: str
+    to_hash: str
+    summary: DiffSummary
+    total_rows: int  # rows the page was taken from (all compared items, or only the flips)
+    items: list[DiffItem]
+
+
+def _resolve(session: Session, value: str, side: str) -> CriteriaDefinition:
+    wanted = value.strip().lower()
+    if len(wanted) < MIN_PREFIX or len(wanted) > 64 or not _HEX.fullmatch(wanted):
+        raise BadRequest(f"'{side}' must be a criteria hash or a prefix of {MIN_PREFIX} to 64 hex characters, got {value!r}")
+    rows = session.scalars(
+        select(CriteriaDefinition).where(CriteriaDefinition.criteria_hash.startswith(wanted)).limit(2)
+    ).all()
+    if not rows:
+        raise NotFound(f"no criteria with hash {value}", hash=value)
+    if len(rows) > 1:
+        raise BadRequest(f"criteria hash prefix {value} is ambiguous; give more characters", hash=value)
+    return rows[0]
+
+
+def resolve_pair(
+    session: Session, *, suite: str | None, from_hash: str, to_hash: str
+) -> tuple[CriteriaDefinition, CriteriaDefinition]:
+    """The two definitions named by full hashes or prefixes; refuses an unknown suite and a self-diff."""
+    if suite is not None:
+        # A name no suite file can have (e.g. with a NUL, which PostgreSQL text refuses) is not looked up.
+        if not suite.replace("_", "").replace("-", "").isalnum() or session.get(SuiteRecord, suite) is None:
+            raise NotFound(f"no suite named {suite!r}")
+    old, new = _resolve(session, from_hash, "from"), _resolve(session, to_hash, "to")
+    if old.criteria_hash == new.criteria_hash:
+        raise BadRequest(f"'from' and 'to' are the same criteria ({old.criteria_hash}); nothing to compare")
+    return old, new
+
+
+def _pairs(suite: str | None, from_hash: str, to_hash: str) -> Select[Any]:
+    """One row per compared item: its latest completed score under each hash."""
+    rank = func.row_number().over(
+        partition_by=(Score.item_id, Score.criteria_hash), order_by=(Score.completed_at.desc(), Score.id.desc())
+    )
+    latest = select(
+        Score.id, Score.item_id, Score.criteria_hash, Score.total, Score.passed, Score.cost_usd, rank.label("rank")
+    ).where(Score.status == "completed", Score.criteria_hash.in_((from_hash, to_hash)))
+    if suite is not None:
+        latest = latest.where(Score.suite_name == suite)
+    ranked = latest.cte("ranked")
+    old, new = ranked.alias("old"), ranked.alias("new")
+    flip = case(
+        (and_(old.c.passed.is_(True), new.c.passed.is_(False)), PASS_TO_FAIL),
+        (and_(old.c.passed.is_(False), new.c.passed.is_(True)), FAIL_TO_PASS),
+        else_=None,
+    )
+    return (
+        select(
+            old.c.item_id,
+            Item.external_id,
+            old.c.total.label("old_total"),
+            new.c.total.label("new_total"),
+            (new.c.total - old.c.total).label("delta"),
+            old.c.passed.label("old_passed"),
+            new.c.passed.label("new_passed"),
+            flip.label("flip"),
+            old.c.id.label("old_score_id"),
+            new.c.id.label("new_score_id"),
+            old.c.cost_usd.label("old_cost"),
+            new.c.cost_usd.label("new_cost"),
+        )
+        .select_from(old)
+        .join(new, and_(new.c.item_id == old.c.item_id, new.c.criteria_hash == to_hash, new.c.rank == 1))
+        .join(Item, Item.id == old.c.item_id)
+        .where(old.c.criteria_hash == from_hash, old.c.rank == 1)
+    )
+
+
+def _item(row: Any) -> DiffItem:
+    return DiffItem(
+        item_id=row.item_id,
+        external_id=row.external_id,
+        old_total=row.old_total,
+        new_total=row.new_total,
+        delta=row.delta,
+        old_passed=row.old_passed,
+        new_passed=row.new_passed,
+        flip=row.flip,
+    )
+
+
+def _component_names(definition: CriteriaDefinition) -> set[str]:
+    return set((definition.criteria_content or {}).get("components") or {})
+
+
+def _summary(
+    session: Session, pairs: Subquery, suite: str | None, old: CriteriaDefinition, new: CriteriaDefinition
+) -> DiffSummary:
+    totals = session.execute(
+        select(
+            func.count(),
+            func.avg(pairs.c.old_total),
+            func.avg(pairs.c.new_total),
+            func.avg(pairs.c.delta),
+            func.coalesce(func.sum(case((pairs.c.flip == PASS_TO_FAIL, 1), else_=0)), 0),
+            func.coalesce(func.sum(case((pairs.c.flip == FAIL_TO_PASS, 1), else_=0)), 0),
+            func.coalesce(func.sum(pairs.c.new_cost), 0.0),
+            func.coalesce(func.sum(pairs.c.old_cost), 0.0),
+        )
+    ).one()
+    compared = totals[0]
+    per_hash = select(Score.criteria_hash, func.count(distinct(Score.item_id))).where(
+        Score.status == "completed", Score.criteria_hash.in_((old.criteria_hash, new.criteria_hash))
+    )
+    if suite is not None:
+        per_hash = per_hash.where(Score.suite_name == suite)
+    scored: dict[str, int] = dict(session.execute(per_hash.group_by(Score.criteria_hash)).all())
+
+    old_names, new_names = _component_names(old), _component_names(new)
+    common = sorted(old_names & new_names)
+    oc, nc = aliased(ScoreComponent), aliased(ScoreComponent)
+    # A skipped or failed component has no score: such pairs are left out of that component's n.
+    shifts = {
+        row.component: row
+        for row in session.execute(
+            select(
+                oc.component,
+                func.count().label("n"),
+                func.avg(oc.score).label("mean_old"),
+                func.avg(nc.score).label("mean_new"),
+                func.avg(nc.score - oc.score).label("mean_shift"),
+            )
+            .select_from(pairs)
+            .join(oc, oc.score_id == pairs.c.old_score_id)
+            .join(nc, and_(nc.score_id == pairs.c.new_score_id, nc.component == oc.component))
+            .where(oc.component.in_(common), oc.score.is_not(None), nc.score.is_not(None))
+            .group_by(oc.component)
+        )
+    }
+    return DiffSummary(
+        items_compared=compared,
+        items_only_from=scored.get(old.criteria_hash, 0) - compared,
+        items_only_to=scored.get(new.criteria_hash, 0) - compared,
+        mean_old_total=totals[1],
+        mean_new_total=totals[2],
+        mean_delta=totals[3],
+        pass_to_fail=totals[4],
+        fail_to_pass=totals[5],
+        cost_usd=totals[6],
+        cost_usd_from=totals[7],
+        components=[
+            ComponentShift(name, shifts[name].n, shifts[name].mean_old, shifts[name].mean_new, shifts[name].mean_shift)
+            if name in shifts
+            else ComponentShift(name, 0, None, None, None)
+            for name in common
+        ],
+        components_only_from=sorted(old_names - new_names),
+        components_only_to=sorted(new_names - old_names),
+    )
+
+
+def criteria_diff(
+    session: Session,
+    *,
+    suite: str | None,
+    from_hash: str,
+    to_hash: str,
+    limit: int = 100,
+    offset: int = 0,
+    order: DiffOrder = "delta",
+    flips_only: bool = False,
+) -> CriteriaDiff:
+    """The aggregates and one page of per-item rows. ``order="delta"`` lists the largest |delta| first;
+    ``"item"`` is by item id. Ties fall back to the item id, so pages never overlap."""
+    old, new = resolve_pair(session, suite=suite, from_hash=from_hash, to_hash=to_hash)
+    pairs = _pairs(suite, old.criteria_hash, new.criteria_hash).subquery("pairs")
+    summary = _summary(session, pairs, suite, old, new)
+    rows = select(pairs)
+    if flips_only:
+        rows = rows.where(pairs.c.flip.is_not(None))
+    if order == "delta":
+        rows = rows.order_by(func.abs(pairs.c.delta).desc(), pairs.c.item_id)
+    else:
+        rows = rows.order_by(pairs.c.item_id)
+    page = session.execute(rows.limit(limit).offset(offset)).all()
+    return CriteriaDiff(
+        suite=suite,
+        from_hash=old.criteria_hash,
+        to_hash=new.criteria_hash,
+        summary=summary,
+        total_rows=summary.pass_to_fail + summary.fail_to_pass if flips_only else summary.items_compared,
+        items=[_item(r) for r in page],
+    )
+
+
+def iter_diff_items(
+    session: Session, *, suite: str | None, from_hash: str, to_hash: str, flips_only: bool = False, chunk: int = 1000
+) -> Iterator[DiffItem]:
+    """Every compared item by item id, fetched ``chunk`` rows at a time (a server-side cursor on
+    PostgreSQL), so memory stays flat. Takes full hashes: resolve them first with ``resolve_pair``."""
+    pairs = _pairs(suite, from_hash, to_hash).subquery("pairs")
+    rows = select(pairs).order_by(pairs.c.item_id)
+    if flips_only:
+        rows = rows.where(pairs.c.flip.is_not(None))
+    for row in session.execute(rows.execution_options(yield_per=chunk)):
+        yield _item(row)

@@ -1,0 +1,339 @@
+"""Re-scoring stored items under a suite's current criteria: what is stale, what it would cost, and the
+batch that does it, built in waves. Services flush; callers commit and start the batch's planner.
+
+An item *belongs* to a suite when it has ever had a score under it (or, for an item of the suite's kind
+that was stored without any score, such as a session fetched from the history service, when it has
+none at all). It is *stale* when it belongs to the suite, has a completed score under it, and has no
+score under the current criteria hash (pending, in progress, completed or failed: a failed one is
+retried through its batch's retry-failed, never silently every night). *Never scored*: it belongs to
+the suite and has no completed score at all. *Partial*: its only completed scores under the current
+hash had their judge skipped (no API key then). Old score rows are kept as history.
+
+Idempotent by construction: a second run (or a run killed halfway and run again) finds the items the
+first one covered already holding a score under the current hash and skips them; the insert also
+skips any item another run raced it to (the one-active-score index).
+"""
+
+from __future__ import annotations
+
+import statistics
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import and_, exists, func, or_, select, text
+from sqlalchemy.orm import Session, aliased
+
+from assay.scoring.criteria import current_suite, load_criteria
+from assay.scoring.errors import AssayError, BadRequest
+from assay.scoring.kinds import get_kind
+from assay.scoring.pipeline import pending_score
+from assay.scoring.store.db import dialect_insert
+from assay.scoring.store.models import (
+    Batch,
+    Item,
+    Score,
+    ScoreComponent,
+    SuiteRecord,
+    utcnow,
+)
+from assay.scoring.suites import Criteria, ModelCatalog
+
+Lane = Literal["realtime", "batch"]
+# Scores under the current hash that mean "this item needs nothing from a re-scoring run".
+_COVERING_STATUSES = ("pending", "in_progress", "completed", "failed", "timed_out")
+ESTIMATE_SAMPLE = 200
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which items a run takes: stale ones always; never-scored ones unless ``stale_only``; partial ones
+    (judge skipped for lack of a key) only when asked."""
+
+    stale_only: bool = False
+    partial: bool = False
+
+    def describe(self) -> str:
+        parts = ["stale"] if self.stale_only else ["stale", "never scored"]
+        return " + ".join(parts + (["partial"] if self.partial else []))
+
+
+def candidates(record: SuiteRecord, selection: Selection):  # type: ignore[no-untyped-def]
+    """The items a run would re-score, as a WHERE clause over ``Item``."""
+    current = record.current_criteria_hash
+    mine = aliased(Score)
+    any_score = aliased(Score)
+    covering = aliased(Score)
+    full = aliased(Score)
+    partial = aliased(Score)
+    of_suite = exists().where(mine.item_id == Item.id, mine.suite_name == record.name)
+    completed_in_suite = exists().where(
+        mine.item_id == Item.id, mine.suite_name == record.name, mine.status == "completed"
+    )
+    unclaimed_of_kind = and_(Item.kind == record.kind, ~exists().where(any_score.item_id == Item.id))
+    covered = exists().where(
+        covering.item_id == Item.id,
+        covering.criteria_hash == current,
+        covering.status.in_(_COVERING_STATUSES),
+    )
+    wanted = [and_(completed_in_suite, ~covered)]
+    if not selection.stale_only:
+        wanted.append(and_(or_(of_suite, unclaimed_of_kind), ~covered))
+    if selection.partial:
+        wanted.append(
+            and_(
+                exists().where(
+                    partial.item_id == Item.id,
+                    partial.criteria_hash == current,
+                    partial.status == "completed",
+                    partial.partial.is_(True),
+                ),
+                ~exists().where(
+                    full.item_id == Item.id,
+                    full.criteria_hash == current,
+                    or_(full.status.in_(("pending", "in_progress")), and_(full.status == "completed", full.partial.is_(False))),
+                ),
+            )
+        )
+    clause = or_(*wanted)
+    kind = get_kind(record.kind)
+    if kind.rescore_filter is not None:
+        clause = and_(clause, kind.rescore_filter())
+    return clause
+
+
+# --- the estimate -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Estimate:
+    items: int
+    judge_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    lane: Lane
+    # How output tokens were estimated: "history" (this suite's past judgments) or "max_tokens" (a bound).
+    output_basis: str
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items": self.items,
+            "judge_calls": self.judge_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "lane": self.lane,
+            "output_basis": self.output_basis,
+            "notes": self.notes,
+        }
+
+
+def estimate(
+    session: Session, criteria_hash: str, suite: str, items_where: Any, catalog: ModelCatalog, lane: Lane
+) -> Estimate:
+    """Items, judge calls, tokens and dollars scoring the items matching ``items_where`` under a
+    criteria would spend: prompt tokens measured on a sample of the items (rendered exactly as the
+    judge would send them), output tokens from the suite's past judgments (or max_tokens when it has
+    none), priced from the model catalog."""
+    criteria = load_criteria(session, criteria_hash)
+    items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
+    judges = [name for name, spec in criteria.components.items() if spec.judge]
+    if not judges or criteria.judge is None or items == 0:
+        return Estimate(items, 0, 0, 0, 0.0, lane, "none")
+    price = catalog.models[criteria.judge.model]
+    system_tokens, user_tokens, notes = _sample_prompt_tokens(session, items_where, criteria, catalog)
+    output, basis = _typical_output_tokens(session, suite, judges, criteria.judge.max_tokens)
+    calls = items * len(judges)
+    cacheable = system_tokens >= price.min_cacheable_tokens
+    per_call = (
+        user_tokens * price.input_per_mtok
+        + system_tokens * (price.cache_read_per_mtok if cacheable else price.input_per_mtok)
+        + output * price.output_per_mtok
+    ) / 1_000_000
+    cost = calls * per_call * (price.batch_discount if lane == "batch" else 1.0)
+    if cacheable:
+        notes.append("the static prompt prefix is priced as a cache read (the first call of each cache window pays to write it)")
+    return Estimate(
+        items, calls, round(calls * (system_tokens + user_tokens)), round(calls * output), cost, lane, basis, notes
+    )
+
+
+def _sample_prompt_tokens(
+    session: Session, items_where: Any, criteria: Criteria, catalog: ModelCatalog
+) -> tuple[float, float, list[str]]:
+    from assay.scoring.judge.governor import estimate_tokens
+    from assay.scoring.scorer import render_judge_prompt
+
+    kind = get_kind(criteria.kind)
+    payloads = session.scalars(select(Item.payload).where(items_where).order_by(Item.id).limit(ESTIMATE_SAMPLE)).all()
+    systems: list[int] = []
+    users: list[int] = []
+    unusable = 0
+    for payload in payloads:
+        try:
+            prompt, _ = render_judge_prompt(criteria, kind, kind.item_model.model_validate(payload), catalog)
+        except (AssayError, ValueError):
+            unusable += 1
+            continue
+        systems.append(estimate_tokens(prompt.system) if prompt.system else 0)
+        users.append(estimate_tokens(prompt.user))
+    notes = [f"prompt tokens measured on {len(users)} sampled item(s) at ~4 characters per token"]
+    if unusable:
+        notes.append(f"{unusable} sampled item(s) cannot be judged as stored (they will fail, not spend)")
+    if not users:
+        return 0.0, 0.0, notes
+    return statistics.fmean(systems), statistics.fmean(users), notes
+
+
+def _typical_output_tokens(session: Session, suite: str, judges: list[str], max_tokens: int) -> tuple[float, str]:
+    usages = session.scalars(
+        select(ScoreComponent.usage)
+        .join(Score, Score.id == ScoreComponent.score_id)
+        .where(Score.suite_name == suite, ScoreComponent.component.in_(judges), ScoreComponent.status == "ok")
+        .order_by(ScoreComponent.landed_at.desc())
+        .limit(1000)
+    ).all()
+    outputs = [u["output_tokens"] for u in usages if u and u.get("output_tokens")]
+    if outputs:
+        return statistics.fmean(outputs), "history"
+    return float(max_tokens), "max_tokens"
+
+
+# --- the run ----------------------------------------------------------------------------------------------
+
+
+def begin_run(
+    session: Session,
+    suite: str,
+    selection: Selection,
+    *,
+    triggered_by: str,
+    lane: Lane,
+    budget_usd: float | None,
+    scheduled: bool,
+) -> Batch:
+    """The batch a run fills wave by wave (``add_wave``); its planner starts once the last wave is in.
+
+    ``planner_seen_at`` is refreshed by every wave, so the reconciler plans the batch only if the run
+    died (then it plans what the run got to; the next run covers the rest)."""
+    record = current_suite(session, suite)  # 409 while the suite is disabled
+    if budget_usd is not None and budget_usd <= 0:
+        raise BadRequest("budget_usd must be positive")
+    now = utcnow()
+    batch = Batch(
+        id=uuid.uuid4(),
+        suite_name=record.name,
+        criteria_hash=record.current_criteria_hash,
+        status="planning",
+        created_by=triggered_by[:255],
+        total_items=0,
+        finished_items=0,
+        planned_position=-1,
+        planner_seen_at=now,
+        budget_usd=budget_usd,
+        spent_usd=0.0,
+        judge_lane=lane,
+        summary={"rescore": {"selection": selection.describe(), "scheduled": scheduled}},
+        created_at=now,
+    )
+    session.add(batch)
+    session.flush()
+    return batch
+
+
+def add_wave(session: Session, batch_id: uuid.UUID, selection: Selection, after: uuid.UUID | None, size: int) -> uuid.UUID | None:
+    """Add the next ``size`` candidates (by item id, after ``after``) to the batch as pending scores.
+
+    Returns the last item id looked at, or None when there are no more candidates."""
+    batch = session.get(Batch, batch_id, with_for_update=True)
+    if batch is None or batch.status != "planning":
+        return None  # deleted or cancelled meanwhile: stop quietly
+    record = session.get(SuiteRecord, batch.suite_name)
+    if record is None or record.current_criteria_hash != batch.criteria_hash:
+        return None  # the criteria changed mid-run: the next run re-scores under the new hash
+    query = select(Item.id).where(candidates(record, selection)).order_by(Item.id).limit(size)
+    if after is not None:
+        query = query.where(Item.id > after)
+    item_ids = session.scalars(query).all()
+    if not item_ids:
+        return None
+    criteria = load_criteria(session, batch.criteria_hash)
+    now = utcnow()
+    start = session.scalar(select(func.coalesce(func.max(Score.position), 0)).where(Score.batch_id == batch.id)) or 0
+    rows = [
+        pending_score(
+            item_id=item_id,
+            suite=batch.suite_name,
+            criteria_hash=batch.criteria_hash,
+            criteria=criteria,
+            triggered_by=batch.created_by,
+            created_at=now,
+            batch_id=batch.id,
+            position=start + offset,
+        )
+        for offset, item_id in enumerate(item_ids, start=1)
+    ]
+    # A concurrent run (or a score request) may have given some of these items a score meanwhile.
+    inserted = session.execute(
+        dialect_insert(session)(Score).on_conflict_do_nothing().returning(Score.position), rows
+    ).all()
+    # Positions of skipped rows stay unused: the planner walks positions in order, gaps included.
+    batch.total_items += len(inserted)
+    batch.planner_seen_at = now
+    session.flush()
+    return item_ids[-1]
+
+
+def finish_building(session: Session, batch_id: uuid.UUID) -> bool:
+    """After the last wave: an empty batch is removed; returns whether there is anything to plan."""
+    batch = session.get(Batch, batch_id)
+    if batch is None:
+        return False
+    if batch.total_items == 0 and batch.status == "planning":
+        session.delete(batch)
+        session.flush()
+        return False
+    return batch.status == "planning"
+
+
+# --- one scheduler at a time ------------------------------------------------------------------------------
+
+
+@contextmanager
+def run_lock(key: str) -> Iterator[bool]:
+    """A Postgres session advisory lock held on its own connection for the whole run (many
+    transactions); released when the run ends or its connection dies with the worker. Yields whether
+    it was acquired. SQLite (embedded mode, one process) needs none."""
+    from assay.scoring.store.db import get_engine
+
+    engine = get_engine()
+    if engine.dialect.name != "postgresql":
+        yield True
+        return
+    with engine.connect() as conn:
+        got = conn.execute(text("SELECT pg_try_advisory_lock(hashtextextended(:k, 0))"), {"k": key}).scalar()
+        conn.commit()
+        try:
+            yield bool(got)
+        finally:
+            if got:
+                conn.execute(text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), {"k": key})
+                conn.commit()
+
+
+def suites_to_rescore(session: Session) -> list[SuiteRecord]:
+    """Enabled suites whose options let the nightly run take them."""
+    records = session.scalars(select(SuiteRecord).order_by(SuiteRecord.name)).all()
+    return [
+        r for r in records if (r.options or {}).get("enabled", True) and ((r.options or {}).get("rescore") or {}).get("nightly", True)
+    ]
+
+
+def lane_and_budget(record: SuiteRecord) -> tuple[Lane, float | None]:
+    options = (record.options or {}).get("rescore") or {}
+    return options.get("lane", "realtime"), options.get("budget_usd")
+
