@@ -131,3 +131,41 @@ def test_a_count_made_in_a_worker_shows_on_the_api_metrics(clean_db, live_worker
     assert total(text, "assay_score_cost_usd_total", suite="kql") > 0
     # The counts were written by the worker process (the API only read them).
     assert f"counter_{worker.proc.pid}.db" in {p.name for p in shared.iterdir()}
+
+
+def test_a_worker_serves_its_own_metrics_with_metrics_port(clean_db, tmp_path):
+    """``assay worker --metrics-port``: a worker in another container (no shared multiprocess directory
+    with the API) exposes the counts of all its pool processes itself."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.faults.conftest import free_port
+
+    port = free_port()
+    env = worker_env({"ASSAY_WORKER_METRICS_PORT": str(port)})
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "assay.cli", "worker", "--queues", "metrics,judge,control", "--pool", "prefork", "--concurrency", "2"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(REPO), start_new_session=True,
+        )
+    try:
+        wait_for(lambda: "ready." in log.read_text(errors="replace"), timeout=60, message="the worker to start")
+        with TestClient(make_app(), headers={"Authorization": f"Bearer {API_KEY}"}) as api:
+            r = api.post("/api/v1/batches", params={"suite": "kql"}, content=EXAMPLES.read_bytes())
+            assert r.status_code == 202, r.text
+            batch_id = r.json()["batch_id"]
+            wait_for(
+                lambda: api.get(f"/api/v1/batches/{batch_id}").json()["status"] == "completed",
+                timeout=120, message="the batch to be scored by the worker",
+            )
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        # Counted in the prefork children, added up by the exporter in the worker's main process.
+        assert total(text, "assay_components_landed_total", queue="metrics") == 12
+        assert total(text, "assay_items_scored_total", suite="kql") == 4
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -20,6 +20,10 @@ Control plane: ``POST /_fake/script`` (``{"behaviours": [...]}`` appended to the
 call), ``POST /_fake/config`` (partial ``FakeConfig``), ``POST /_fake/batch_outcomes`` (below),
 ``GET /_fake/calls``, ``POST /_fake/reset`` (also forgets batches and batch outcomes).
 
+Trouble for a time window (an outage, a 429 storm): ``configure(default_kind="overloaded")`` (or
+``"rate_limit"`` with ``default_retry_after=5``, sent as ``retry-after: 5``) makes every unscripted call
+answer so until ``configure(default_kind="ok", default_retry_after=None)`` ends the window.
+
 Answers follow the schema in ``output_config.format.schema`` and are a deterministic function of
 the first user message, so repeated runs agree. Calls are counted per *item key*: the sha256 of the
 first user message's text; a repair call (any conversation longer than one message) counts against
@@ -150,7 +154,17 @@ class FakeConfig(BaseModel):
 
     latency: float = Field(0.0, ge=0)
     default_kind: BehaviourKind = "ok"
-    obey_injection: bool = Field(True, description=f"Answer invalid JSON to prompts containing {INJECTION_MARKER!r}.")
+    default_retry_after: float | None = Field(
+        None, ge=0, description="Seconds sent as retry-after with the errors default_kind answers; None: no header."
+    )
+    obey_injection: bool = Field(
+        True, description=f"Obey prompts containing {INJECTION_MARKER!r}: answer as injection_answer says."
+    )
+    injection_answer: Literal["out_of_range", "max_in_range"] = Field(
+        "out_of_range",
+        description="out_of_range: JSON past the schema's bounds, with a field it does not name; max_in_range: "
+        "JSON the schema accepts, every bounded number at its maximum (an injection a schema cannot stop).",
+    )
     requests_limit: int = Field(4000, ge=1, description="Reported in anthropic-ratelimit-requests-* headers.")
     input_tokens_limit: int = Field(2_000_000, ge=1, description="Reported in anthropic-ratelimit-input-tokens-*.")
     batch_processing_seconds: float = Field(0.5, ge=0, description="How long a new batch stays in_progress.")
@@ -277,6 +291,23 @@ class _Generator:
             text += " " + self.rng.choice(_WORDS)
         return text[: int(high)] if high is not None else text
 
+    def max_bounds(self, schema: dict[str, Any], instance: Any) -> None:
+        """Set every number in ``instance`` that has a maximum to that maximum."""
+        schema = self.resolve(schema)
+        if isinstance(instance, dict):
+            for name, sub in (schema.get("properties") or {}).items():
+                sub = self.resolve(sub)
+                if name not in instance:
+                    continue
+                top = _bounds(sub).get("maximum")
+                if sub.get("type") in ("integer", "number") and top is not None:
+                    instance[name] = int(top) if sub["type"] == "integer" else top
+                else:
+                    self.max_bounds(sub, instance[name])
+        elif isinstance(instance, list) and schema.get("items"):
+            for element in instance:
+                self.max_bounds(schema["items"], element)
+
     def break_bounds(self, schema: dict[str, Any], instance: Any) -> bool:
         """Push every bounded number in ``instance`` past its bound; True if there was one."""
         schema = self.resolve(schema)
@@ -307,6 +338,13 @@ def _seed(item_key: str) -> random.Random:
 def schema_answer(schema: dict[str, Any], item_key: str) -> Any:
     generator = _Generator(schema, _seed(item_key))
     return generator.value(schema)
+
+
+def max_in_range_answer(schema: dict[str, Any], item_key: str) -> Any:
+    generator = _Generator(schema, _seed(item_key))
+    instance = generator.value(schema)
+    generator.max_bounds(schema, instance)
+    return instance
 
 
 def out_of_range_answer(schema: dict[str, Any], item_key: str, *, extra_field: bool) -> Any:
@@ -452,7 +490,7 @@ class FakeState:
 
     def next_behaviour(self) -> Behaviour:
         if not self.script:
-            return Behaviour(kind=self.config.default_kind)
+            return Behaviour(kind=self.config.default_kind, retry_after=self.config.default_retry_after)
         head = self.script[0]
         if head.times > 1:
             self.script[0] = head.model_copy(update={"times": head.times - 1})
@@ -879,8 +917,10 @@ def _answer(
         text = f"I would rate this about {int(item_key[:2], 16) % 10}/10 overall; the reasoning is above."
     elif schema is None:
         text = f"Fake answer {item_key[:12]}: " + " ".join(_seed(item_key).choice(_WORDS) for _ in range(12))
-    elif kind == "out_of_range" or injected:
+    elif kind == "out_of_range" or (injected and config.injection_answer == "out_of_range"):
         text = json.dumps(out_of_range_answer(schema, item_key, extra_field=injected))
+    elif injected:
+        text = json.dumps(max_in_range_answer(schema, item_key))
     else:
         text = json.dumps(schema_answer(schema, item_key))
 
