@@ -55,7 +55,9 @@ class BatchOut(BaseModel):
     created_by: str
     total_items: int
     budget_usd: float | None = Field(None, description="Judge spend limit in US dollars; null: none")
-    spent_usd: float = Field(0.0, description="What the batch's judge calls have cost so far, in US dollars")
+    spent_usd: float | None = Field(
+        None, description="Spent against the budget so far, in US dollars (null without a budget; see summary.cost_usd)"
+    )
     judge_lane: str = Field("realtime", description="realtime, or batch (the provider's Message Batches API)")
     created_at: str | None
     finished_at: str | None

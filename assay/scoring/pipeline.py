@@ -304,9 +304,16 @@ def charge_score(session: Session, score_id: uuid.UUID, cost_usd: float | None) 
 
 
 def _charge(session: Session, batch_id: uuid.UUID | None, cost_usd: float | None) -> None:
-    """What a batch has spent, kept on its row (same transaction as the spend) for its budget."""
+    """What a batch with a budget has spent, kept on its row (same transaction as the spend).
+
+    Only for budgeted batches: the update locks the batch row until commit, and every concurrent
+    landing of the batch would queue behind it (a batch's total cost is in its summary anyway)."""
     if batch_id is not None and cost_usd:
-        session.execute(update(Batch).where(Batch.id == batch_id).values(spent_usd=Batch.spent_usd + cost_usd))
+        session.execute(
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.budget_usd.is_not(None))
+            .values(spent_usd=Batch.spent_usd + cost_usd)
+        )
 
 
 # --- landing and finalizing -----------------------------------------------------------------------------
@@ -414,10 +421,18 @@ def _sum_usage(usages: Any) -> dict[str, int]:
 
 
 def _bump_batch(session: Session, batch_id: uuid.UUID) -> None:
-    session.execute(update(Batch).where(Batch.id == batch_id).values(finished_items=Batch.finished_items + 1))
-    batch = session.get(Batch, batch_id, populate_existing=True)
-    if batch is not None:
-        _complete_batch_if_done(session, batch)
+    b = Batch.__table__.c
+    row = session.execute(
+        update(Batch.__table__)
+        .where(b.id == batch_id)
+        .values(finished_items=b.finished_items + 1)
+        .returning(b.finished_items, b.total_items)
+    ).first()
+    # Load the batch only when this was its last score (the common case costs one statement).
+    if row is not None and row.finished_items >= row.total_items:
+        batch = session.get(Batch, batch_id, populate_existing=True)
+        if batch is not None:
+            _complete_batch_if_done(session, batch)
 
 
 def _complete_batch_if_done(session: Session, batch: Batch) -> None:

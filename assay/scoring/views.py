@@ -101,7 +101,7 @@ def batch_view(batch: Batch, progress: dict[str, Any] | None = None) -> dict[str
         "created_by": batch.created_by,
         "total_items": batch.total_items,
         "budget_usd": batch.budget_usd,
-        "spent_usd": round(batch.spent_usd or 0.0, 6),
+        "spent_usd": round(batch.spent_usd or 0.0, 6) if batch.budget_usd is not None else None,
         "judge_lane": batch.judge_lane,
         "created_at": iso(batch.created_at),
         "finished_at": iso(batch.finished_at),

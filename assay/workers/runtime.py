@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import threading
 
-from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_shutdown
 
 from assay.scoring.scorer import JudgeRuntime
-from assay.scoring.store.db import reset_engine
+from assay.scoring.store.db import reserve_connections, reset_engine
 from assay.scoring.suites import load_model_catalog
 from assay.settings import get_settings
 
@@ -44,6 +44,13 @@ def _build() -> JudgeRuntime:
         catalog=catalog,
         policy=RetryPolicy(backoff_base_seconds=settings.judge_backoff_base_seconds),
     )
+
+
+@worker_init.connect
+def _size_db_pool(sender: object = None, **_: object) -> None:
+    # A threads pool runs `concurrency` tasks in this one process, each needing a connection at times.
+    reserve_connections(int(getattr(sender, "concurrency", 0) or 0) + 2)
+    reset_engine()
 
 
 @worker_process_init.connect

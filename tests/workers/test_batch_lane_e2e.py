@@ -48,7 +48,8 @@ def test_batch_lane_rescore_with_expired_errored_and_unusable_results_and_a_work
     worker = live_worker_factory(env)
     fake_judge.configure(batch_processing_seconds=4.0)
 
-    r = api_client.post("/api/v1/rescore", json={"suite": "kql", "lane": "batch"})
+    # A budget far above the run's cost: the batch then keeps its spend (spent_usd) as it goes.
+    r = api_client.post("/api/v1/rescore", json={"suite": "kql", "lane": "batch", "budget_usd": 100})
     assert r.status_code == 202, r.text
     run_id = r.json()["batch_id"]
     assert r.json()["estimate"]["lane"] == "batch"

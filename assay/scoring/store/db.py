@@ -17,6 +17,15 @@ _lock = threading.Lock()
 _engine: Engine | None = None
 _engine_pid: int | None = None
 _sessions: sessionmaker[Session] | None = None
+# Connections this process may need at once (a threads worker: one per thread), beyond the settings.
+_reserved_connections = 0
+
+
+def reserve_connections(n: int) -> None:
+    """Let the pool grow to ``n`` connections: a threads worker whose threads outnumber the pool would
+    have them queue for a connection (applies to engines made from now on)."""
+    global _reserved_connections
+    _reserved_connections = max(_reserved_connections, n)
 
 
 def make_engine(url: str) -> Engine:
@@ -34,9 +43,8 @@ def make_engine(url: str) -> Engine:
 
         return engine
     settings = get_settings()
-    return create_engine(
-        url, pool_pre_ping=True, pool_size=settings.db_pool_size, max_overflow=settings.db_max_overflow
-    )
+    overflow = max(settings.db_max_overflow, _reserved_connections - settings.db_pool_size)
+    return create_engine(url, pool_pre_ping=True, pool_size=settings.db_pool_size, max_overflow=overflow)
 
 
 def get_engine() -> Engine:
