@@ -10,9 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -188,6 +189,40 @@ def redis_memory_mb(db: int = 10) -> float:
     return redis.Redis(db=db).info("memory")["used_memory"] / 1024**2
 
 
+def redis_prefix_memory_mb(prefix: str, db: int = 10) -> float:
+    """Memory of the keys under ``prefix`` (queues, unacked messages, breaker and governor): this run's
+    share of a Redis that other things use too."""
+    import redis
+
+    client = redis.Redis(db=db)
+    return sum(client.memory_usage(key) or 0 for key in client.scan_iter(match=f"{prefix}*", count=1000)) / 1024**2
+
+
+class PeakSampler:
+    """Samples ``measure()`` every ``interval`` seconds in a thread; ``peak`` is the largest value seen."""
+
+    def __init__(self, measure: Callable[[], float], interval: float = 1.0) -> None:
+        self.measure, self.interval, self.peak = measure, interval, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, self.measure())
+            except Exception:  # a sample missed is no reason to stop the benchmark
+                pass
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 def database_size_mb(env: dict[str, str]) -> float:
     url = env["ASSAY_DATABASE_URL"].replace("+psycopg", "")
     with psycopg.connect(url) as conn:
@@ -207,6 +242,17 @@ def config_with_rate_limit(target: Path, requests_per_minute: int) -> Path:
         model["input_tokens_per_minute"] = requests_per_minute * 10_000
     (target / "models.yaml").write_text(yaml.safe_dump(models))
     return target
+
+
+def judge_only_suite(config: Path, base: str) -> str:
+    """A copy of suite ``base`` in ``config`` whose only component is its judge (weight 1)."""
+    import yaml
+
+    spec = yaml.safe_load((config / "suites" / f"{base}.yaml").read_text())
+    spec["name"] = f"{base}_judge_only"
+    spec["components"] = {name: {**c, "weight": 1.0} for name, c in spec["components"].items() if c.get("judge")}
+    (config / "suites" / f"{spec['name']}.yaml").write_text(yaml.safe_dump(spec))
+    return spec["name"]
 
 
 def write_items(path: Path, n: int) -> Path:

@@ -5,8 +5,14 @@ Steady-state rates are taken from the fake's own call log between 10% and 90% of
 start-up and the tail do not count. The models' configured rate limits are lifted for the run (a
 copy of config/ with --rpm requests/minute), so the pipeline is measured, not the governor's cap.
 
+With ``--judge-only`` the items are scored by a copy of the KQL suite whose only component is the
+judge, so the metrics' CPU (a parse and an offline execution per item) does not compete with the
+judge path on a small machine. ``--judge-workers 2`` starts two judge worker processes (as two hosts
+would run them), each with ``--concurrency`` threads: total concurrency doubles.
+
     .venv/bin/python -m bench.judge_throughput --latency 2 --concurrency 64 --items 1280
-    .venv/bin/python -m bench.judge_throughput --latency 0.05 --concurrency 64 --items 2000
+    .venv/bin/python -m bench.judge_throughput --latency 0.05 --concurrency 64 --items 2000 --judge-only
+    .venv/bin/python -m bench.judge_throughput --latency 2 --concurrency 32 --items 1280 --judge-workers 2
 """
 
 from __future__ import annotations
@@ -59,43 +65,53 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rpm", type=int, default=1_000_000, help="requests/minute the governor allows per model")
+    parser.add_argument("--judge-workers", type=int, default=1, help="judge worker processes, each with --concurrency")
+    parser.add_argument("--judge-only", action="store_true", help="score with a suite whose only component is the judge")
     args = parser.parse_args()
+    total_concurrency = args.concurrency * args.judge_workers
 
     fake, fake_url = harness.start_fake(args.latency)
     control = httpx.Client(base_url=fake_url)
     try:
         with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
             config = harness.config_with_rate_limit(Path(tmp) / "config", args.rpm)
+            suite = "kql"
+            if args.judge_only:
+                suite = harness.judge_only_suite(config, "kql")
             env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url, "ASSAY_CONFIG_DIR": str(config)}
             api, url = harness.start_api(env)
-            workers = [
-                harness.start_worker(env, "metrics,control", "prefork", 2, "metrics"),
-                harness.start_worker(env, "judge", "threads", args.concurrency, "judge"),
+            workers = [harness.start_worker(env, "metrics,control", "prefork", 2, "metrics")]
+            judges = [
+                harness.start_worker(env, "judge", "threads", args.concurrency, f"judge{n}") for n in range(args.judge_workers)
             ]
             try:
                 time.sleep(3)
                 items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
-                cpu_before = harness.cpu_seconds(workers[1].pid)
-                batch_id, upload_s = harness.upload(url, items)
+                cpu_before = [harness.cpu_seconds(j.pid) for j in judges]
+                batch_id, upload_s = harness.upload(url, items, suite=suite)
                 view, run_s = harness.wait_batch(url, batch_id)
-                judge_cpu = harness.cpu_seconds(workers[1].pid) - cpu_before
+                judge_cpu = [harness.cpu_seconds(j.pid) - before for j, before in zip(judges, cpu_before)]
                 pipeline_rate = steady_rate(control.get("/_fake/calls").json()["calls"])
             finally:
-                for proc in [*workers, api]:
+                for proc in [*judges, *workers, api]:
                     proc.stop()
         control.post("/_fake/reset")
-        loop_rate = asyncio.run(plain_loop(fake_url, args.items, args.concurrency))
+        loop_rate = asyncio.run(plain_loop(fake_url, args.items, total_concurrency))
     finally:
         control.close()
         fake.stop()
 
-    bound = args.concurrency / args.latency if args.latency else float("inf")
-    print(f"judgments {args.items}, latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}")
+    bound = total_concurrency / args.latency if args.latency else float("inf")
+    print(
+        f"judgments {args.items}, latency {args.latency * 1000:.0f} ms, {args.judge_workers} judge worker(s) x "
+        f"{args.concurrency} threads = concurrency {total_concurrency}, suite {suite}"
+    )
     print(f"pipeline (steady state)   {pipeline_rate:8.1f} judgments/s   ({view['progress']['completed']} completed, "
           f"{view['progress']['errored']} errored; upload → done {upload_s + run_s:.1f} s)")
     print(f"bound C/L                 {bound:8.1f} judgments/s   pipeline = {100 * pipeline_rate / bound:.0f}% of it")
     print(f"plain asyncio SDK loop    {loop_rate:8.1f} judgments/s   pipeline = {100 * pipeline_rate / loop_rate:.0f}% of it")
-    print(f"judge worker CPU          {1000 * judge_cpu / args.items:8.2f} ms per judgment")
+    per_worker = ", ".join(f"{c:.1f} s" for c in judge_cpu)
+    print(f"judge worker CPU          {1000 * sum(judge_cpu) / args.items:8.2f} ms per judgment   (per worker: {per_worker})")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """N items through the distributed pipeline (API → Redis → workers → Postgres) with the fake judge.
 
-Prints items/s and worker CPU per item. Uses the local PostgreSQL and Redis (a scratch database and a
-private key namespace, removed afterwards).
+Prints items/s, worker CPU per item, peak RSS of the API and the workers, the peak Redis memory of
+this run's keys, the Postgres database size, and what those come to per item (and for 1M items).
+Uses the local PostgreSQL and Redis (a scratch database and a private key namespace, removed
+afterwards).
 
     .venv/bin/python -m bench.throughput --items 2000 --latency 0
+    .venv/bin/python -m bench.throughput --items 100000 --latency 0
 """
 
 from __future__ import annotations
@@ -38,9 +41,12 @@ def main() -> None:
             time.sleep(3)  # let the workers finish importing before the clock starts
             items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
             cpu_before = {w.pid: harness.cpu_seconds(w.pid) for w in workers}
-            batch_id, upload_s = harness.upload(url, items)
-            view, run_s = harness.wait_batch(url, batch_id)
+            prefix = env["ASSAY_BROKER_KEY_PREFIX"]
+            with harness.PeakSampler(lambda: harness.redis_prefix_memory_mb(prefix), interval=2.0) as redis_peak:
+                batch_id, upload_s = harness.upload(url, items)
+                view, run_s = harness.wait_batch(url, batch_id)
             cpu = {w.pid: harness.cpu_seconds(w.pid) - cpu_before[w.pid] for w in workers}
+            db_mb = harness.database_size_mb(env)
             total_s = upload_s + run_s
             p = view["progress"]
             print(f"items                 {args.items}")
@@ -52,6 +58,11 @@ def main() -> None:
             print(f"CPU judge worker      {cpu[workers[1].pid]:.1f} s ({1000 * cpu[workers[1].pid] / args.items:.2f} ms/item)")
             print(f"peak RSS api/metrics/judge  {harness.peak_rss_mb(api.pid):.0f} / "
                   f"{harness.peak_rss_mb(workers[0].pid):.0f} / {harness.peak_rss_mb(workers[1].pid):.0f} MiB")
+            print(f"peak Redis (run keys) {redis_peak.peak:.1f} MiB")
+            print(f"Postgres database     {db_mb:.0f} MiB ({1024 * db_mb / args.items:.1f} KiB/item)")
+            per_item_cpu = sum(cpu.values()) / args.items
+            print(f"extrapolated to 1M    {1e6 / (args.items / total_s) / 3600:.1f} h at this rate, "
+                  f"{per_item_cpu * 1e6 / 3600:.1f} worker CPU-hours, {db_mb * 1e6 / args.items / 1024:.1f} GiB of Postgres")
         finally:
             for proc in [*workers, api, fake]:
                 proc.stop()

@@ -1,0 +1,297 @@
+"""Judge cost: cache-read ratio and billed-token equivalents per judgment, batch lane vs realtime.
+
+For two suites, alert_session (a long static rubric: the cached system prompt) and kql (a short
+prefix, below its model's minimum cacheable length), the same N distinct items are judged twice on
+the in-thread fake Anthropic API (tests/fakes/anthropic_server.py), each lane starting from a cold
+prompt cache (the fake is reset in between):
+
+1. realtime lane: one ``run_judge`` call per item, the JudgeRequest built as the judge worker builds
+   it (``assay.scoring.scorer._judge``), with an in-process breaker and governor;
+2. batch lane: the same requests as one Message Batch (params as ``assay.scoring.batch_lane.prepare``
+   builds them), polled until it ends, its results read and priced as ``batch_lane.apply_results``
+   does (``cost_usd(usage) * batch_discount``).
+
+Printed per suite and lane: mean tokens per judgment (input, cache write, cache read, output), the
+cache-read ratio (``pipeline.cache_read_ratio``), dollars per judgment, billed input-token equivalents
+(dollars / the model's input price per token) and the batch/realtime cost ratio. The fake counts
+tokens as characters / 4 and keeps a prompt cache its own way (see the notes printed below the
+table), so the ratios are the meaningful figures, not the absolute ones.
+
+    /tmp/venv/bin/python -m bench.cost [--items 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from assay.scoring.judge.breaker import InProcessBreaker
+from assay.scoring.judge.governor import InProcessGovernor, RateLimits
+from assay.scoring.judge.service import (
+    USAGE_FIELDS,
+    JudgeRequest,
+    cost_usd,
+    make_client,
+    output_config_for,
+    read_answer,
+    run_judge,
+    usage_of,
+)
+from assay.scoring.judge.verdicts import verdict_model
+from assay.scoring.kinds import get_kind
+from assay.scoring.pipeline import cache_read_ratio
+from assay.scoring.scorer import judge_inputs_for, render_judge_prompt
+from assay.scoring.suites import (
+    ModelCatalog,
+    ModelPrice,
+    Suite,
+    load_model_catalog,
+    load_suite,
+)
+from bench import harness
+from tests.fakes.anthropic_server import CHARS_PER_TOKEN, FakeAnthropic
+
+CONFIG = harness.REPO / "config"
+EXAMPLES = harness.REPO / "examples"
+
+
+# --- items -----------------------------------------------------------------------------------------
+
+
+def session_items(n: int) -> list[dict[str, Any]]:
+    """N distinct completed alert sessions made from examples/sessions.jsonl: own ids, own alert data."""
+    examples = [json.loads(line) for line in (EXAMPLES / "sessions.jsonl").read_text().splitlines() if line.strip()]
+    completed = [e for e in examples if e.get("status") == "completed"]
+    items = []
+    for i in range(n):
+        item = json.loads(json.dumps(completed[i % len(completed)]))
+        item["session_id"] = f"{item['session_id']}-bench-{i}"
+        item["alert_data"] = {**item["alert_data"], "bench_occurrence": i}
+        if item.get("final_analysis"):
+            item["final_analysis"] = f"{item['final_analysis']} (occurrence #{i})"
+        items.append(item)
+    return items
+
+
+def kql_items(n: int) -> list[dict[str, Any]]:
+    """N distinct KQL items made from examples/kql_items.jsonl (the prompt text varies), as the
+    throughput benchmarks make them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = harness.write_items(Path(tmp) / "items.jsonl", n)
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# --- the two lanes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Lane:
+    judgments: int = 0
+    verdicts: int = 0
+    calls: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_FIELDS, 0))
+    cost: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, usage: dict[str, int], cost: float) -> None:
+        for name in USAGE_FIELDS:
+            self.usage[name] += usage.get(name, 0)
+        self.cost += cost
+
+
+def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base_url: str) -> Lane:
+    criteria = suite.criteria
+    judge = criteria.judge
+    assert judge is not None
+    kind = get_kind(criteria.kind)
+    price = catalog.models[judge.model]
+    client = make_client("bench", base_url, suite.options.judge.timeout_seconds)
+    breaker = InProcessBreaker()
+    governor = InProcessGovernor(
+        {name: RateLimits(m.requests_per_minute, m.input_tokens_per_minute) for name, m in catalog.models.items()}
+    )
+    lane = Lane()
+    started = time.perf_counter()
+    for item in items:
+        inputs, _ = judge_inputs_for(criteria, kind, item, catalog)
+        outcome = run_judge(
+            JudgeRequest(
+                model=judge.model,
+                max_tokens=judge.max_tokens,
+                timeout_seconds=suite.options.judge.timeout_seconds,
+                prompt_template=judge.prompt,
+                inputs=inputs,
+                verdict_model=verdict_model(judge.verdict),
+            ),
+            client=client,
+            breaker=breaker,
+            governor=governor,
+            price=price,
+        )
+        lane.judgments += 1
+        lane.verdicts += outcome.verdict is not None
+        lane.calls += outcome.calls
+        lane.add(outcome.usage, outcome.cost_usd)
+    lane.seconds = time.perf_counter() - started
+    client.close()
+    return lane
+
+
+def batch_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base_url: str) -> Lane:
+    criteria = suite.criteria
+    judge = criteria.judge
+    assert judge is not None
+    kind = get_kind(criteria.kind)
+    price = catalog.models[judge.model]
+    verdict = verdict_model(judge.verdict)
+    requests = []
+    for i, item in enumerate(items):
+        prompt, _ = render_judge_prompt(criteria, kind, item, catalog)
+        params: dict[str, Any] = {  # as batch_lane.prepare builds them
+            "model": judge.model,
+            "max_tokens": judge.max_tokens,
+            "messages": [{"role": "user", "content": prompt.user}],
+            "output_config": output_config_for(verdict),
+        }
+        if prompt.system:
+            params["system"] = prompt.system_blocks()
+        requests.append({"custom_id": f"{suite.name}-{i}", "params": params})
+
+    client = make_client("bench", base_url, 60)
+    lane = Lane()
+    started = time.perf_counter()
+    batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+    while batch.processing_status != "ended":
+        time.sleep(0.1)
+        batch = client.messages.batches.retrieve(batch.id)
+    for result in client.messages.batches.results(batch.id):
+        lane.judgments += 1
+        if result.result.type != "succeeded":
+            continue  # the batch lane would send it realtime; the fake is not scripted to fail any
+        message = result.result.message
+        usage = usage_of(message)
+        lane.calls += 1
+        lane.add(usage, cost_usd(usage, price) * price.batch_discount)  # as apply_results prices it
+        _, answer, _ = read_answer(message, verdict, judge.max_tokens)
+        lane.verdicts += answer is not None
+    lane.seconds = time.perf_counter() - started
+    client.close()
+    return lane
+
+
+# --- what the API would bill when the prefix is too short to cache -----------------------------------
+
+
+def as_api_bills(lane: Lane, price: ModelPrice, cacheable: bool) -> Lane:
+    """The lane's usage as the API splits it when the marked prefix is below the model's minimum
+    cacheable length (the API then caches nothing and bills every prompt token as input); the fake
+    does not apply that minimum. Identity when the prefix is cacheable."""
+    if cacheable:
+        return lane
+    usage = dict(lane.usage)
+    usage["input_tokens"] += usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+    usage["cache_creation_input_tokens"] = usage["cache_read_input_tokens"] = 0
+    discount = lane.cost / cost_usd(lane.usage, price) if lane.cost else 1.0  # 1 realtime, batch_discount batch
+    return Lane(lane.judgments, lane.verdicts, lane.calls, usage, cost_usd(usage, price) * discount, lane.seconds)
+
+
+# --- the report ------------------------------------------------------------------------------------
+
+HEADER = (
+    f"{'suite / lane':<26}{'judgm.':>7}{'input':>9}{'c.write':>9}{'c.read':>9}{'output':>8}"
+    f"{'read ratio':>11}{'$/judgment':>12}{'billed in-tok eq':>18}{'batch/rt $':>11}"
+)
+
+
+def row(label: str, lane: Lane, price: ModelPrice, realtime_cost: float | None) -> str:
+    n = lane.judgments or 1
+    mean = {k: v / n for k, v in lane.usage.items()}
+    ratio = cache_read_ratio(lane.usage)
+    per = lane.cost / n
+    equivalents = per / (price.input_per_mtok / 1_000_000)
+    versus = f"{lane.cost / realtime_cost:.3f}" if realtime_cost else "-"
+    return (
+        f"{label:<26}{lane.judgments:>7}{mean['input_tokens']:>9.0f}{mean['cache_creation_input_tokens']:>9.0f}"
+        f"{mean['cache_read_input_tokens']:>9.0f}{mean['output_tokens']:>8.0f}"
+        f"{(f'{100 * ratio:.1f}%' if ratio is not None else '-'):>11}{per:>12.6f}{equivalents:>18.0f}{versus:>11}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=50, help="judgments per suite and lane")
+    parser.add_argument("--suites", default="alert_session,kql", help="comma-separated suite names")
+    args = parser.parse_args()
+
+    catalog = load_model_catalog(CONFIG)
+    makers = {"alert_session": session_items, "kql": kql_items}
+    lines: list[str] = []
+    checks: list[str] = []
+    with FakeAnthropic(batch_processing_seconds=0.2) as fake:
+        for name in args.suites.split(","):
+            suite = load_suite(CONFIG, name, env=os.environ)
+            judge = suite.criteria.judge
+            assert judge is not None
+            kind = get_kind(suite.criteria.kind)
+            price = catalog.models[judge.model]
+            items = [kind.item_model.model_validate(raw) for raw in makers[name](args.items)]
+            prompt, _ = render_judge_prompt(suite.criteria, kind, items[0], catalog)
+            prefix = len(prompt.system) // CHARS_PER_TOKEN  # as the fake counts it
+            cacheable = prefix >= price.min_cacheable_tokens
+
+            fake.reset()  # a cold cache for each lane
+            realtime = realtime_lane(suite, items, catalog, fake.base_url)
+            fake.reset()
+            batch = batch_lane(suite, items, catalog, fake.base_url)
+
+            lines.append(
+                f"{name}: {judge.model} (${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out /"
+                f" ${price.cache_write_per_mtok:g} cache write / ${price.cache_read_per_mtok:g} cache read per MTok,"
+                f" batch x{price.batch_discount:g}); cached prefix ~{prefix} tokens,"
+                f" minimum cacheable {price.min_cacheable_tokens}: {'cacheable' if cacheable else 'NOT cacheable'}"
+            )
+            lines.append(row(f"{name} realtime", realtime, price, None))
+            lines.append(row(f"{name} batch", batch, price, realtime.cost))
+            if not cacheable:
+                api_rt, api_batch = as_api_bills(realtime, price, False), as_api_bills(batch, price, False)
+                lines.append(row(f"{name} realtime (API)*", api_rt, price, None))
+                lines.append(row(f"{name} batch (API)*", api_batch, price, api_rt.cost))
+            checks.append(
+                f"{name}: realtime {realtime.verdicts}/{realtime.judgments} verdicts in {realtime.calls} calls"
+                f" ({realtime.seconds:.1f} s); batch {batch.verdicts}/{batch.judgments} verdicts"
+                f" ({batch.seconds:.1f} s)"
+            )
+
+    print(f"judgments per suite and lane: {args.items}; each lane starts with a cold prompt cache")
+    print(HEADER)
+    for line in lines:
+        print(line)
+    print()
+    for line in checks:
+        print(line)
+    print(
+        "\nMean tokens per judgment. read ratio = cache read / (input + cache write + cache read).\n"
+        "billed in-tok eq = $/judgment / the model's input price per token: the plain input tokens a\n"
+        "judgment costs as much as (output tokens included).\n"
+        "The fake counts tokens as characters / 4 (not the real tokenizer), and models the cache as\n"
+        "follows: the system blocks up to the last cache_control mark are the prefix; the first call\n"
+        "with a given (model, prefix) writes it, every later one reads it (no 5-minute expiry, no\n"
+        "concurrent misses). A batch is answered in submission order through the same code, so its\n"
+        "first request writes and the rest read; the real batch API gives cache hits best-effort only.\n"
+        "One cache write is spread over the N judgments of a lane, so read ratio rises with N.\n"
+        "* The fake ignores the minimum cacheable length: it caches a marked prefix of any size. The\n"
+        "  (API) rows fold those cache tokens back into input, as the API bills a prefix below the\n"
+        "  model's minimum (nothing cached). Absolute figures are the fake's; the ratios matter."
+    )
+
+
+if __name__ == "__main__":
+    main()
