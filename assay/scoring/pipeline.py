@@ -15,7 +15,7 @@ import logging
 import statistics
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -596,16 +596,24 @@ class ReconcileReport:
     planning_batches: list[uuid.UUID]
 
 
-def reconcile(session: Session, *, requeue_after_seconds: float, limit: int = 5000) -> ReconcileReport:
+def reconcile(
+    session: Session, *, requeue_after_seconds: float, skip_pending_in: Collection[str] = (), limit: int = 5000
+) -> ReconcileReport:
     """Find work a lost message left behind: expired leases, stale pending, overdue deferrals.
 
-    Only components of active scores count; the caller commits, then publishes the refs.
+    Stale pending components of the queues in ``skip_pending_in`` (those with messages waiting) are
+    left alone: their messages are most likely still queued. Only components of active scores count;
+    the caller commits, then publishes the refs.
     """
     now = utcnow()
     stale = now - timedelta(seconds=requeue_after_seconds)
     stuck = or_(
         and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_expires_at < now),
-        and_(ScoreComponent.status == "pending", or_(ScoreComponent.enqueued_at.is_(None), ScoreComponent.enqueued_at < stale)),
+        and_(
+            ScoreComponent.status == "pending",
+            ScoreComponent.queue.not_in(list(skip_pending_in)),
+            or_(ScoreComponent.enqueued_at.is_(None), ScoreComponent.enqueued_at < stale),
+        ),
         # A deferral's own countdown message may have been lost: pick it up once it is well overdue.
         and_(ScoreComponent.status == "deferred", ScoreComponent.run_after < stale),
     )

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -17,6 +18,9 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_expo
 from assay import observability
 from assay.scoring import pipeline, rescore
 from assay.scoring.criteria import register_all_suites
+# Imported with this module, in the worker's main thread before any task runs: two pool threads
+# importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
+from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import compute, load_work
@@ -54,12 +58,17 @@ class CeleryEnqueuer:
 enqueuer = CeleryEnqueuer()
 
 
-def queue_depth(queue: str) -> int:
-    with app.connection_for_write() as conn:
-        try:
-            return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
-        except Exception:  # a queue Redis has not seen yet (or lost on restart) holds nothing
-            return 0
+def queue_depths() -> dict[str, int] | None:
+    """Messages waiting per queue, read from the broker (None when it cannot be read).
+
+    Not kombu's passive queue_declare: with a broker key prefix it looks for the unprefixed key,
+    finds nothing and reports every queue empty, which turned the planner's backpressure off."""
+    try:
+        depths, _ = observability.queue_depths(get_settings())
+    except redis.RedisError as exc:
+        log.warning("cannot read the queue depths from the broker: %s", exc)
+        return None
+    return depths
 
 
 @task("scoring.plan_batch", Queue.CONTROL, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=None)
@@ -67,7 +76,8 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     """Enqueue a batch's components in chunks, pausing while the queues are deep (backpressure)."""
     settings = get_settings()
     for _ in range(chunks_per_run):
-        if max(queue_depth(Queue.METRICS), queue_depth(Queue.JUDGE)) > settings.max_queue_depth:
+        depths = queue_depths()
+        if depths is None or max(depths[Queue.METRICS], depths[Queue.JUDGE]) > settings.max_queue_depth:
             with transaction() as session:
                 pipeline.note_planner_waiting(session, uuid.UUID(batch_id))
             plan_batch.apply_async(args=(batch_id,), countdown=2.0)
@@ -82,8 +92,6 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
 
 
 def _run_component(task_self, score_id: str, component: str, queue: Queue) -> None:  # type: ignore[no-untyped-def]
-    from assay.scoring.judge.service import JudgeDeferred
-
     settings = get_settings()
     ref = ComponentRef(uuid.UUID(score_id), component, queue.value)
     owner = task_self.request.id or uuid.uuid4().hex
@@ -153,8 +161,14 @@ def reconcile(self) -> dict[str, int]:
     settings = get_settings()
     with transaction() as session:
         register_all_suites(session, settings.config_dir)
+    depths = queue_depths()
+    # A pending component whose message still waits in a backlogged queue is not lost: re-sending it
+    # would only lengthen the queue (and make more look lost). Lost ones are found once it drains.
+    backlogged = set(Queue) if depths is None else {q for q, n in depths.items() if n > 0}
     with transaction() as session:
-        report = pipeline.reconcile(session, requeue_after_seconds=settings.requeue_after_seconds)
+        report = pipeline.reconcile(
+            session, requeue_after_seconds=settings.requeue_after_seconds, skip_pending_in=backlogged
+        )
     enqueuer.enqueue(report.refs)
     for batch_id in report.planning_batches:
         plan_batch.apply_async(args=(str(batch_id),))

@@ -14,12 +14,14 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -592,11 +594,14 @@ class judge_calls_in_flight:
     are in flight, so the fault that follows lands while paid judge calls are outstanding; the fast
     latency is restored on exit."""
 
-    def __init__(self, fake: Any, *, latency: float = 1.0, min_calls: int = 2, fast_latency: float = 0.05) -> None:
+    def __init__(
+        self, fake: Any, *, latency: float = 1.0, min_calls: int = 2, fast_latency: float = 0.05, timeout: float = 30.0
+    ) -> None:
         self.fake = fake
         self.latency = latency
         self.min_calls = min_calls
         self.fast_latency = fast_latency
+        self.timeout = timeout
 
     def __enter__(self) -> judge_calls_in_flight:
         self.fake.configure(latency=self.latency)
@@ -605,8 +610,77 @@ class judge_calls_in_flight:
         def slow_calls() -> bool:
             return sum(1 for c in self.fake.calls()["calls"] if c["at"] >= since) >= self.min_calls
 
-        wait_for(slow_calls, timeout=30, interval=0.05, message=f"{self.min_calls} slow judge calls in flight")
+        wait_for(slow_calls, timeout=self.timeout, interval=0.2, message=f"{self.min_calls} slow judge calls in flight")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.fake.configure(latency=self.fast_latency)
+
+
+# --- long runs: lifted rate limits, the breaker's history, the reconciler's work ----------------------------
+
+
+def lifted_rate_limits(root: Path) -> Path:
+    """A copy of ``config/`` whose judge models allow a million requests (and ten billion input tokens)
+    a minute, so a long run measures recovery rather than the rate governor's configured cap (the
+    fake's own ``anthropic-ratelimit-*`` headers, 4000 requests a minute, still apply)."""
+    import yaml
+
+    target = root / f"config-{uuid.uuid4().hex[:6]}"
+    shutil.copytree(REPO / "config", target)
+    models = yaml.safe_load((target / "models.yaml").read_text())
+    for model in models["models"].values():
+        model["requests_per_minute"] = 1_000_000
+        model["input_tokens_per_minute"] = 10_000_000_000
+    (target / "models.yaml").write_text(yaml.safe_dump(models))
+    return target
+
+
+class BreakerWatch:
+    """Samples one model's judge breaker in the private Redis (the stack's ``ASSAY_REDIS_URL``, db 1)
+    every ``interval`` s from a thread: every ``opened_at`` it took (its first opening, then one more per
+    failed probe) and when it was first seen closed again after opening. Redis server time, the same
+    clock as the fake's call records on this host."""
+
+    def __init__(self, redis_server: RedisServer, env: dict[str, str], model: str, interval: float = 0.1) -> None:
+        self.key = f"{env['ASSAY_REDIS_KEY_PREFIX']}:breaker:{model}"
+        self.client = redis_server.client(db=1)
+        self.interval = interval
+        self.opened_at: list[float] = []
+        self.closed_at: float | None = None
+        self.state = "closed"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="breaker-watch", daemon=True)
+
+    def start(self) -> BreakerWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                fields = {k.decode(): v.decode() for k, v in self.client.hgetall(self.key).items()}
+            except Exception:  # noqa: BLE001, S112 - a sample missed is a sample missed
+                continue
+            self.state = fields.get("state", "closed")
+            if self.state == "open":
+                opened = float(fields["opened_at"])
+                if not self.opened_at or opened != self.opened_at[-1]:
+                    self.opened_at.append(opened)
+            elif self.opened_at and self.closed_at is None:
+                self.closed_at = time.time()
+
+
+_REQUEUED = re.compile(r"reconciler re-enqueued (\d+) component")
+
+
+def reconciler_requeued(procs: Processes) -> int:
+    """Components the reconciler re-enqueued, summed over every worker's log (the reconcile task runs
+    on the control queue, in whichever worker took it)."""
+    return sum(
+        int(n) for service in procs.services if service.name == "worker" for n in _REQUEUED.findall(service.text())
+    )

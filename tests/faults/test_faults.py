@@ -1,5 +1,5 @@
-"""Fault tests: a batch survives a worker SIGKILL, an empty Redis restart, a Postgres restart, and an API
-killed mid-upload leaves nothing behind.
+"""Fault tests: a batch survives repeated worker SIGKILLs, Redis restarted empty, Postgres restarted, a
+provider outage (529) and a 429 storm; an API killed mid-upload leaves nothing behind.
 
 Each runs on PRIVATE instances (``conftest.py``): its own ``redis-server`` as broker and breaker store,
 and for the Postgres test its own cluster; the API, workers and ``celery beat`` (the reconciler) are
@@ -7,22 +7,36 @@ subprocesses on that private stack. Each ends with every item scored exactly onc
 row per item, every component landed once, the batch completed with ``finished_items == total_items``)
 and no judge call repeated for a component that had already landed: every item's prompt is unique, so
 the fake judge counts calls per item.
+
+Every test runs at two scales (``Scale``): ``[short]`` (200 items, one fault each) in the default test
+command, and ``[long]`` (10,000 items, repeated faults, a 2-minute outage), marked ``slow`` and so left
+out of it: ``pytest -m slow tests/faults`` runs those (one at a time: they take many minutes each).
+Knobs for the long runs: ``ASSAY_FAULTS_LONG_ITEMS`` (10000), ``ASSAY_FAULTS_LONG_OUTAGE_SECONDS`` (120),
+``ASSAY_FAULTS_LONG_STORM_SECONDS`` (60), ``ASSAY_FAULTS_REPORT`` (a file each run appends its figures
+to, as JSON lines). See RELIABILITY.md for what each shows and the figures measured.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
+import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
 from tests.conftest import TEST_DB, TEST_ENV, wait_for
 from tests.faults.conftest import (
     ApiServer,
+    BreakerWatch,
     PostgresCluster,
     Processes,
     RedisServer,
@@ -31,7 +45,9 @@ from tests.faults.conftest import (
     judge_calls_in_flight,
     judge_counts,
     kql_items,
+    lifted_rate_limits,
     plain_pg_url,
+    reconciler_requeued,
     repeated_calls,
     scores_landed,
     stack_env,
@@ -39,8 +55,89 @@ from tests.faults.conftest import (
     wait_batch_finished,
 )
 
-N_ITEMS = 200
 COMPONENTS = 4  # schema_match, semantic_similarity, results_match (metrics queue) + llm_grading (judge queue)
+JUDGE_MODEL = "claude-haiku-5-5"  # the kql suite's judge
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How big one run of a fault test is, and how often the fault strikes."""
+
+    items: int
+    worker_kills: int
+    redis_restarts: int
+    postgres_restarts: int
+    postgres_down_seconds: float
+    outage_seconds: float  # 529 for every call
+    storm_seconds: float  # 429 with retry-after for every call
+    storm_retry_after: float
+    breaker_cooldown: float
+    upload_after_kill: int  # items uploaded (and scored) with the killed upload's Idempotency-Key
+    timeout: float  # for the batch to reach a fault point, or to finish
+    in_flight_timeout: float  # for judge calls to be in flight when a fault is about to strike
+    long: bool = False
+    # Long runs only: the rate governor's configured cap lifted, the planner kept a few thousand
+    # messages ahead of the workers (so a queued component is not mistaken for a lost one), and the
+    # reconciler's "lost" threshold above the time a component waits in the queue.
+    env: dict[str, str] = field(default_factory=dict)
+
+
+SHORT = Scale(
+    items=200, worker_kills=1, redis_restarts=1, postgres_restarts=1, postgres_down_seconds=3.0,
+    outage_seconds=10.0, storm_seconds=10.0, storm_retry_after=1.0, breaker_cooldown=2.0,
+    upload_after_kill=8, timeout=150.0, in_flight_timeout=30.0,
+)
+LONG = Scale(
+    items=int(os.environ.get("ASSAY_FAULTS_LONG_ITEMS", "10000")),
+    worker_kills=4, redis_restarts=2, postgres_restarts=2, postgres_down_seconds=10.0,
+    outage_seconds=float(os.environ.get("ASSAY_FAULTS_LONG_OUTAGE_SECONDS", "120")),
+    storm_seconds=float(os.environ.get("ASSAY_FAULTS_LONG_STORM_SECONDS", "60")),
+    storm_retry_after=10.0, breaker_cooldown=30.0,
+    upload_after_kill=int(os.environ.get("ASSAY_FAULTS_LONG_ITEMS", "10000")),
+    timeout=3600.0, in_flight_timeout=300.0, long=True,
+    env={
+        "ASSAY_PLAN_CHUNK_SIZE": "200",
+        "ASSAY_MAX_QUEUE_DEPTH": "1000",
+        "ASSAY_REQUEUE_AFTER_SECONDS": "120",
+        "ASSAY_RECONCILE_INTERVAL_SECONDS": "10",
+    },
+)
+SCALES = [
+    pytest.param(SHORT, id="short"),
+    pytest.param(LONG, id="long", marks=[pytest.mark.slow, pytest.mark.timeout(7200)]),
+]
+
+
+def _env(scale: Scale, procs: Processes, redis: RedisServer, fake: Any, **extra: str) -> dict[str, str]:
+    """The stack's environment at this scale."""
+    if scale.long:
+        extra = {"ASSAY_CONFIG_DIR": str(lifted_rate_limits(procs.root)), **scale.env, **extra}
+    return stack_env(redis, fake.base_url, **extra)
+
+
+def _report(test: str, scale: Scale, **figures: Any) -> None:
+    """Print a run's figures (``-s`` shows them) and append them to ``ASSAY_FAULTS_REPORT`` if set."""
+    line = {"test": test, "scale": "long" if scale.long else "short", "items": scale.items,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), **figures}
+    print(f"[faults] {json.dumps(line)}")
+    target = os.environ.get("ASSAY_FAULTS_REPORT")
+    if target:
+        with open(target, "a") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+
+def _fault_points(scale: Scale, faults: int) -> list[int]:
+    """Landed judgments at which each of ``faults`` faults strikes, spread over the batch. Judgments,
+    not scores: the judge queue drains ahead of the metrics queues, and a fault must strike while
+    judge calls remain to be made."""
+    return [scale.items * (i + 1) // (faults + 2) for i in range(faults)]
+
+
+def _wait_judged(db_url: str, batch_id: str, at_least: int, timeout: float) -> None:
+    wait_for(
+        lambda: _judge_components(db_url, batch_id).get("ok", 0) >= at_least,
+        timeout=timeout, interval=0.5, message=f"{at_least} judgments to land",
+    )
 
 
 def _judge_components(db_url: str, batch_id: str) -> dict[str, int]:
@@ -67,115 +164,291 @@ def _assert_view_complete(view: dict[str, Any], n: int) -> None:
     assert progress["done"] == n and progress["completed"] == n and progress["errored"] == 0, progress
 
 
-def test_worker_sigkill_mid_batch(clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer) -> None:
-    """SIGKILL a worker mid-batch, start another: what it held (unacked messages, leased components) is
-    recovered by the visibility timeout and the reconciler, and only its unlanded judge calls are redone."""
+def _assert_judged_once(fake: Any, n: int) -> None:
+    counts = judge_counts(fake)
+    # A repeat here means a judge answer that had been received (paid for) was thrown away because
+    # the breaker/governor bookkeeping or the store failed after the call, and was paid for again.
+    assert len(counts) == n and set(counts.values()) == {1}, f"judge calls repeated: {repeated_calls(fake)}"
+
+
+# --- repeated worker SIGKILL --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _KillSnapshot:
+    """The judge's state right after a kill, with no worker alive: nothing is in flight any more."""
+
+    judge: dict[str, int]  # llm_grading components by status
+    counts: dict[str, int]  # judge calls per item key so far
+    calls: int  # judge calls so far
+
+    @property
+    def landed(self) -> int:
+        return self.judge.get("ok", 0)
+
+    @property
+    def lost(self) -> int:
+        """Calls made by now that never landed: every call either landed or died with a killed worker."""
+        return self.calls - self.landed
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_worker_sigkill_mid_batch(
+    scale: Scale, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """SIGKILL the worker mid-batch (``worker_kills`` times, judge calls in flight each time), start a
+    fresh one each time: what a dead worker held (unacked messages, leased components) is recovered by
+    the visibility timeout and the reconciler, and only its unlanded judge calls are redone."""
     db_url = TEST_ENV["ASSAY_DATABASE_URL"]
-    env = stack_env(
-        private_redis,
-        fake_judge.base_url,
-        # Unacked messages of the dead worker come back after the visibility timeout; leases it held
-        # expire quickly so the reconciler (beat, every 5 s) re-enqueues them. A lease still outlives
-        # a judge call (~50 ms) by far, and stays below the visibility timeout, as the app requires.
+    env = _env(
+        scale, procs, private_redis, fake_judge,
+        # Unacked messages of a dead worker come back after the visibility timeout; leases it held
+        # expire quickly so the reconciler (beat) re-enqueues them. A lease still outlives a judge
+        # call (~50 ms) by far, and stays below the visibility timeout, as the app requires.
         ASSAY_VISIBILITY_TIMEOUT_SECONDS="10",
         ASSAY_JUDGE_LEASE_SECONDS="8",
         ASSAY_METRICS_LEASE_SECONDS="8",
     )
     api = ApiServer(procs, env).start()
     procs.beat(env)
-    first = procs.worker(env)
-    with api.client() as http:
-        batch_id = submit(http, jsonl(kql_items(N_ITEMS)))
+    worker = procs.worker(env)
+    started = time.monotonic()
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(scale.items)))
 
-    wait_for(lambda: scores_landed(db_url, batch_id) >= N_ITEMS // 4, timeout=90, message="a quarter of the items to land")
-    with judge_calls_in_flight(fake_judge, latency=1.0):
-        first.kill()  # SIGKILL to the worker's whole process group, mid-batch, judge calls in flight
-        time.sleep(1.0)  # let Postgres and the fake take in whatever the dead worker had already sent
-    at_kill = _judge_components(db_url, batch_id)
-    landed_at_kill = at_kill.get("ok", 0)
-    called_before = judge_counts(fake_judge)
-    assert scores_landed(db_url, batch_id) < N_ITEMS, "the batch finished before the kill: make it bigger"
-    assert set(called_before.values()) <= {1}, "a judge call was repeated before any fault"
+    snapshots: list[_KillSnapshot] = []
+    for point in _fault_points(scale, scale.worker_kills):
+        _wait_judged(db_url, batch_id, point, scale.timeout)
+        with judge_calls_in_flight(fake_judge, latency=1.0, timeout=scale.in_flight_timeout):
+            worker.kill()  # SIGKILL to the worker's whole process group, judge calls in flight
+            time.sleep(1.0)  # let Postgres and the fake take in whatever the dead worker had already sent
+        report = fake_judge.calls()
+        snapshots.append(_KillSnapshot(_judge_components(db_url, batch_id), dict(report["counts"]), report["total"]))
+        assert scores_landed(db_url, batch_id) < scale.items, "the batch finished before the kill: make it bigger"
+        worker = procs.worker(env)
+    first = snapshots[0]
+    assert set(first.counts.values()) <= {1}, "a judge call was repeated before any fault"
 
-    procs.worker(env)
-    assert wait_batch_finished(db_url, batch_id, timeout=150) == ("completed", N_ITEMS, N_ITEMS)
-    assert_scored_exactly_once(db_url, batch_id, N_ITEMS, COMPONENTS)
-    _assert_view_complete(_api_view(api, batch_id), N_ITEMS)
+    assert wait_batch_finished(db_url, batch_id, timeout=scale.timeout) == ("completed", scale.items, scale.items)
+    elapsed = time.monotonic() - started
+    assert_scored_exactly_once(db_url, batch_id, scale.items, COMPONENTS)
+    _assert_view_complete(_api_view(api, batch_id), scale.items)
 
     counts = judge_counts(fake_judge)
-    assert len(counts) == N_ITEMS, "one judge item key per item"
-    # Items first judged after the kill were judged once.
-    assert {counts[k] for k in counts.keys() - called_before.keys()} <= {1}
-    # Items judged before the kill: those whose judgment had landed kept their single call; only the
-    # ones in flight when the worker died (called, never landed) were called once more.
-    once = [k for k in called_before if counts[k] == 1]
-    again = [k for k in called_before if counts[k] != 1]
-    assert len(once) == landed_at_kill, (len(once), landed_at_kill, at_kill)
-    assert {counts[k] for k in again} <= {2}
-    assert len(again) == len(called_before) - landed_at_kill
-    assert len(again) >= 2 and at_kill.get("in_progress", 0) >= 2, "the kill was meant to catch judge calls in flight"
-    print(f"[faults] sigkill: judge components at kill {at_kill}; called before {len(called_before)}, redone {len(again)}")
+    assert len(counts) == scale.items, "one judge item key per item"
+    # The exact accounting: every judge call beyond one per item is a call that was in flight (made,
+    # not landed) when a worker died. Anything more is a component judged again after it had landed.
+    lost = snapshots[-1].lost
+    assert sum(counts.values()) == scale.items + lost, f"judge calls repeated: {repeated_calls(fake_judge)}"
+    assert max(counts.values()) <= 1 + scale.worker_kills
+    previous = 0
+    for snap in snapshots:
+        # Items whose judgment had landed by this kill kept their calls; every item called but not
+        # landed then (in flight at this kill, or at an earlier one and not yet redone) was called again.
+        unchanged = sum(1 for key, calls in snap.counts.items() if counts[key] == calls)
+        assert unchanged == snap.landed, (unchanged, snap.landed, snap.judge)
+        assert snap.lost - previous >= 2 and snap.judge.get("in_progress", 0) >= 2, (
+            "each kill was meant to catch judge calls in flight", snap.judge, snap.lost - previous,
+        )
+        previous = snap.lost
+    _report(
+        "worker_sigkill", scale, kills=len(snapshots), wall_s=round(elapsed, 1),
+        items_per_s=round(scale.items / elapsed, 2),
+        redone_per_kill=[b - a for a, b in zip([0] + [s.lost for s in snapshots], [s.lost for s in snapshots])],
+        redone_total=lost, judge_calls=sum(counts.values()), reconciler_requeued=reconciler_requeued(procs),
+    )
 
 
-def test_redis_restarted_empty_mid_batch(clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer) -> None:
-    """The broker (and breaker store) is SIGKILLed and comes back EMPTY mid-batch: the worker reconnects
-    and consumes again, the reconciler re-enqueues the lost messages, and nothing is judged twice."""
+# --- Redis restarted empty ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_redis_restarted_empty_mid_batch(
+    scale: Scale, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """The broker (and breaker store) is SIGKILLed and comes back EMPTY mid-batch (``redis_restarts``
+    times): the worker reconnects and consumes again, the reconciler re-enqueues the lost messages, and
+    nothing is judged twice."""
     db_url = TEST_ENV["ASSAY_DATABASE_URL"]
-    env = stack_env(private_redis, fake_judge.base_url)
+    env = _env(scale, procs, private_redis, fake_judge)
     api = ApiServer(procs, env).start()
     beat = procs.beat(env)
     worker = procs.worker(env)
-    with api.client() as http:
-        batch_id = submit(http, jsonl(kql_items(N_ITEMS)))
+    started = time.monotonic()
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(scale.items)))
 
-    wait_for(lambda: scores_landed(db_url, batch_id) >= N_ITEMS // 4, timeout=90, message="a quarter of the items to land")
-    # Judge calls are in flight when Redis dies and are answered while it is down (1.5 s): the answers
-    # must still land (they are paid for), whatever happens to the breaker's and governor's bookkeeping.
-    with judge_calls_in_flight(fake_judge, latency=1.0):
-        private_redis.restart_empty(down_seconds=1.5)
-    assert scores_landed(db_url, batch_id) < N_ITEMS, "the batch finished before the restart: make it bigger"
+    for point in _fault_points(scale, scale.redis_restarts):
+        _wait_judged(db_url, batch_id, point, scale.timeout)
+        # Judge calls are in flight when Redis dies and are answered while it is down (1.5 s): the
+        # answers must still land (they are paid for), whatever happens to the breaker's and
+        # governor's bookkeeping.
+        with judge_calls_in_flight(fake_judge, latency=1.0, timeout=scale.in_flight_timeout):
+            private_redis.restart_empty(down_seconds=1.5)
+        assert scores_landed(db_url, batch_id) < scale.items, "the batch finished before the restart: make it bigger"
 
-    assert wait_batch_finished(db_url, batch_id, timeout=150) == ("completed", N_ITEMS, N_ITEMS)
-    assert worker.alive() and beat.alive(), "the worker and beat must ride out the broker restart"
-    assert_scored_exactly_once(db_url, batch_id, N_ITEMS, COMPONENTS)
-    _assert_view_complete(_api_view(api, batch_id), N_ITEMS)
-    # The same worker consumed again from the new, empty server (it reconnected; nothing re-declared
-    # by hand): everything the restart lost was re-enqueued there by the reconciler and consumed.
-    assert worker.text().count("Connected to redis://") >= 2, worker.tail()
-    counts = judge_counts(fake_judge)
-    # A repeat here means a judge answer that had been received (paid for) was thrown away because
-    # the breaker/governor bookkeeping on the dead Redis raised after the call, and was paid for again.
-    assert len(counts) == N_ITEMS and set(counts.values()) == {1}, f"judge calls repeated: {repeated_calls(fake_judge)}"
+    assert wait_batch_finished(db_url, batch_id, timeout=scale.timeout) == ("completed", scale.items, scale.items)
+    elapsed = time.monotonic() - started
+    assert worker.alive() and beat.alive(), "the worker and beat must ride out the broker restarts"
+    assert_scored_exactly_once(db_url, batch_id, scale.items, COMPONENTS)
+    _assert_view_complete(_api_view(api, batch_id), scale.items)
+    # The same worker consumed again from each new, empty server (it reconnected; nothing re-declared
+    # by hand): everything a restart lost was re-enqueued there by the reconciler and consumed.
+    assert worker.text().count("Connected to redis://") >= 1 + scale.redis_restarts, worker.tail()
+    _assert_judged_once(fake_judge, scale.items)
+    _report(
+        "redis_restarted_empty", scale, restarts=private_redis.restarts, wall_s=round(elapsed, 1),
+        items_per_s=round(scale.items / elapsed, 2), judge_calls=fake_judge.calls()["total"],
+        reconciler_requeued=reconciler_requeued(procs),
+    )
 
 
+# --- Postgres restarted ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", SCALES)
 def test_postgres_restarted_mid_batch(
-    fake_judge: Any, procs: Processes, private_redis: RedisServer, private_postgres: PostgresCluster
+    scale: Scale, fake_judge: Any, procs: Processes, private_redis: RedisServer, private_postgres: PostgresCluster
 ) -> None:
-    """The store goes down for a few seconds mid-batch (fast shutdown, then start): tasks retry their
-    store writes, landings in flight survive, and the batch completes with nothing judged twice."""
+    """The store goes down mid-batch (fast shutdown, ``postgres_down_seconds``, start; ``postgres_restarts``
+    times): tasks retry their store writes, landings in flight survive, and the batch completes with
+    nothing judged twice."""
     db_url = private_postgres.url("assay")
-    env = stack_env(private_redis, fake_judge.base_url, ASSAY_DATABASE_URL=db_url)
+    env = _env(scale, procs, private_redis, fake_judge, ASSAY_DATABASE_URL=db_url)
     api = ApiServer(procs, env).start()
     procs.beat(env)
     worker = procs.worker(env)
-    with api.client() as http:
-        batch_id = submit(http, jsonl(kql_items(N_ITEMS)))
+    started = time.monotonic()
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(scale.items)))
 
-    wait_for(lambda: scores_landed(db_url, batch_id) >= N_ITEMS // 4, timeout=90, message="a quarter of the items to land")
-    # Judge calls are in flight when Postgres goes down and are answered while it is down: their
-    # landings must wait for it (store writes retry) rather than be lost and paid for again.
-    with judge_calls_in_flight(fake_judge, latency=1.0):
-        private_postgres.stop("fast")  # terminates every session, in-flight transactions included
-        time.sleep(3.0)
-        private_postgres.start()
-    assert scores_landed(db_url, batch_id) < N_ITEMS, "the batch finished before the restart: make it bigger"
+    for point in _fault_points(scale, scale.postgres_restarts):
+        _wait_judged(db_url, batch_id, point, scale.timeout)
+        # Judge calls are in flight when Postgres goes down and are answered while it is down: their
+        # landings must wait for it (store writes retry) rather than be lost and paid for again.
+        with judge_calls_in_flight(fake_judge, latency=1.0, timeout=scale.in_flight_timeout):
+            private_postgres.stop("fast")  # terminates every session, in-flight transactions included
+            time.sleep(scale.postgres_down_seconds)
+            private_postgres.start()
+        assert scores_landed(db_url, batch_id) < scale.items, "the batch finished before the restart: make it bigger"
 
-    assert wait_batch_finished(db_url, batch_id, timeout=150) == ("completed", N_ITEMS, N_ITEMS)
+    assert wait_batch_finished(db_url, batch_id, timeout=scale.timeout) == ("completed", scale.items, scale.items)
+    elapsed = time.monotonic() - started
     assert worker.alive()
-    assert_scored_exactly_once(db_url, batch_id, N_ITEMS, COMPONENTS)
-    _assert_view_complete(_api_view(api, batch_id), N_ITEMS)
-    counts = judge_counts(fake_judge)
-    assert len(counts) == N_ITEMS and set(counts.values()) == {1}, f"judge calls repeated: {repeated_calls(fake_judge)}"
+    assert_scored_exactly_once(db_url, batch_id, scale.items, COMPONENTS)
+    _assert_view_complete(_api_view(api, batch_id), scale.items)
+    _assert_judged_once(fake_judge, scale.items)
+    _report(
+        "postgres_restarted", scale, restarts=scale.postgres_restarts, down_s=scale.postgres_down_seconds,
+        wall_s=round(elapsed, 1), items_per_s=round(scale.items / elapsed, 2),
+        judge_calls=fake_judge.calls()["total"], reconciler_requeued=reconciler_requeued(procs),
+    )
+
+
+# --- provider trouble: a 529 outage, a 429 storm -----------------------------------------------------------------
+
+
+def _ride_out_provider_trouble(
+    scale: Scale, fake: Any, procs: Processes, redis: RedisServer, *, kind: str, seconds: float,
+    retry_after: float | None,
+) -> dict[str, Any]:
+    """Every judge call is answered ``kind`` (529 overloaded, 429 rate_limit with ``retry_after``) for
+    ``seconds`` mid-batch: the breaker opens, only its probes reach the provider while it is open, and
+    once the trouble ends the batch finishes with zero failed items and every item judged (answered)
+    exactly once. Returns the run's figures."""
+    db_url = TEST_ENV["ASSAY_DATABASE_URL"]
+    cooldown = scale.breaker_cooldown
+    env = _env(scale, procs, redis, fake, ASSAY_BREAKER_COOLDOWN_SECONDS=f"{cooldown:g}")
+    api = ApiServer(procs, env).start()
+    procs.beat(env)
+    procs.worker(env)
+    started = time.monotonic()
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(scale.items)))
+
+    _wait_judged(db_url, batch_id, scale.items // 10, scale.timeout)
+    watch = BreakerWatch(redis, env, JUDGE_MODEL).start()
+    began = time.time()
+    fake.configure(default_kind=kind, default_retry_after=retry_after)
+    try:
+        time.sleep(seconds)
+        landed_by_end = scores_landed(db_url, batch_id)
+    finally:
+        fake.configure(default_kind="ok", default_retry_after=None)
+    ended = time.time()
+    assert landed_by_end < scale.items, "the batch finished during the trouble: make it bigger"
+
+    assert wait_batch_finished(db_url, batch_id, timeout=scale.timeout) == ("completed", scale.items, scale.items)
+    elapsed = time.monotonic() - started
+    watch.stop()
+    assert_scored_exactly_once(db_url, batch_id, scale.items, COMPONENTS)  # zero failed items
+    _assert_view_complete(_api_view(api, batch_id), scale.items)
+
+    report = fake.calls()
+    calls = sorted(report["calls"], key=lambda c: c["at"])
+    failed = [c for c in calls if c["status"] != 200]
+    # Every item judged exactly once (one answered call each, no repair); besides that only calls
+    # answered with the trouble were sent, all of them inside its window.
+    assert len(report["answered"]) == scale.items and set(report["answered"].values()) == {1}
+    assert report["total"] == scale.items + len(failed) and not report["repairs"]
+    # (A call's time is when it arrived; its answer is chosen once its body is read, a moment later.)
+    outside = [round(c["at"] - began, 3) for c in failed if not began - 1.0 <= c["at"] <= ended]
+    assert failed and not outside, f"failures outside the trouble's window (s after it began): {outside}"
+    status = 529 if kind == "overloaded" else 429
+    assert {c["status"] for c in failed} == {status}
+
+    # The breaker opened during the trouble, and closed again after it.
+    assert watch.opened_at, "the breaker never opened"
+    opened = watch.opened_at[0]
+    assert began <= opened <= ended, (began, opened, ended)
+    assert watch.state == "closed" and watch.closed_at is not None and watch.closed_at >= ended
+    # While it was open only probes reached the provider: one per cool-down at most (calls already in
+    # flight when it opened arrived before it did).
+    during = [c for c in calls if opened + 0.5 < c["at"] < ended]
+    assert len(during) <= math.ceil((ended - opened) / cooldown) + 1, [round(c["at"] - opened, 2) for c in during]
+    for earlier, later in itertools.pairwise(during):
+        assert later["at"] - earlier["at"] >= cooldown * 0.8, (earlier, later)
+    if retry_after is not None:
+        # No item was sent again sooner than the provider's retry-after asked.
+        last: dict[str, float] = {}
+        for call in calls:
+            key = call["item_key"]
+            if key in last:
+                assert call["at"] - last[key] >= retry_after, (key[:12], call["at"] - last[key])
+            last[key] = call["at"]
+    return {
+        "trouble_s": round(ended - began, 1), "status": status, "retry_after": retry_after, "cooldown_s": cooldown,
+        "failed_calls": len(failed), "probes_while_open": len(during), "openings": len(watch.opened_at),
+        "closed_after_end_s": round(watch.closed_at - ended, 1), "wall_s": round(elapsed, 1),
+        "items_per_s": round(scale.items / elapsed, 2), "judge_calls": report["total"],
+        "reconciler_requeued": reconciler_requeued(procs),
+    }
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_provider_outage_529(
+    scale: Scale, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """The provider answers 529 overloaded to every call for ``outage_seconds`` (2 minutes, long run)."""
+    figures = _ride_out_provider_trouble(
+        scale, fake_judge, procs, private_redis, kind="overloaded", seconds=scale.outage_seconds, retry_after=None
+    )
+    _report("provider_outage_529", scale, **figures)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_rate_limit_storm_429(
+    scale: Scale, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """The provider answers 429 with a retry-after to every call for ``storm_seconds``."""
+    figures = _ride_out_provider_trouble(
+        scale, fake_judge, procs, private_redis, kind="rate_limit", seconds=scale.storm_seconds,
+        retry_after=scale.storm_retry_after,
+    )
+    _report("rate_limit_storm_429", scale, **figures)
+
+
+# --- the API killed mid-upload ----------------------------------------------------------------------------------
 
 
 def _open_upload_transactions() -> int:
@@ -197,15 +470,19 @@ def _items_inserted() -> int:
 def _row_counts() -> dict[str, int]:
     with psycopg.connect(plain_pg_url(TEST_ENV["ASSAY_DATABASE_URL"])) as conn:
         return {
-            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 (fixed names)
+            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # fixed table names
             for table in ("batches", "items", "scores", "score_components")
         }
 
 
-def test_api_killed_mid_upload(clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer) -> None:
-    """SIGKILL the API while a large JSONL upload streams in: nothing of it is left (its one transaction
-    dies with the connection), the same Idempotency-Key is free again, and a fresh upload is scored."""
-    env = stack_env(private_redis, fake_judge.base_url)
+@pytest.mark.parametrize("scale", SCALES)
+def test_api_killed_mid_upload(
+    scale: Scale, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """SIGKILL the API while a 50,000-line JSONL upload streams in: nothing of it is left (its one
+    transaction dies with the connection), the same Idempotency-Key is free again, and an upload made
+    with it afterwards (``upload_after_kill`` items) is scored exactly once."""
+    env = _env(scale, procs, private_redis, fake_judge)
     api = ApiServer(procs, env).start()
     bulk_lines = jsonl(kql_items(50_000, tag="killed")).splitlines(keepends=True)
     sent = {"lines": 0}
@@ -259,23 +536,30 @@ def test_api_killed_mid_upload(clean_db: None, fake_judge: Any, procs: Processes
         lambda: max(0, _items_inserted() - inserted_before) >= 10_000 and _items_inserted() - inserted_before,
         timeout=30, message="the rolled-back upload's inserts to show in the statistics",
     )
-    print(f"[faults] upload killed after {sent['lines']} lines sent, {written} item rows written and rolled back")
 
     api.start()  # a new API process on the same port
     worker = procs.worker(env)
-    fresh = kql_items(8, tag="fresh")
-    with api.client() as http:
+    n = scale.upload_after_kill
+    started = time.monotonic()
+    with api.client(timeout=300) as http:
         r = http.get("/api/v1/batches")
         assert r.status_code == 200 and r.json()["batches"] == []
-        r = http.post("/api/v1/batches", params={"suite": "kql"}, content=jsonl(fresh), headers={"Idempotency-Key": key})
+        r = http.post(
+            "/api/v1/batches", params={"suite": "kql"}, content=jsonl(kql_items(n, tag="fresh")),
+            headers={"Idempotency-Key": key},
+        )
         assert r.status_code == 202, r.text
         accepted = r.json()
-        assert accepted["replayed"] is False and accepted["accepted"] == len(fresh)  # the key was never used
+        assert accepted["replayed"] is False and accepted["accepted"] == n  # the key was never used
     batch_id = accepted["batch_id"]
     db_url = TEST_ENV["ASSAY_DATABASE_URL"]
-    assert wait_batch_finished(db_url, batch_id, timeout=90) == ("completed", len(fresh), len(fresh))
+    assert wait_batch_finished(db_url, batch_id, timeout=scale.timeout) == ("completed", n, n)
+    elapsed = time.monotonic() - started
     assert worker.alive()
-    assert_scored_exactly_once(db_url, batch_id, len(fresh), COMPONENTS)
-    assert _row_counts() == {"batches": 1, "items": len(fresh), "scores": len(fresh), "score_components": len(fresh) * COMPONENTS}
-    counts = judge_counts(fake_judge)
-    assert len(counts) == len(fresh) and set(counts.values()) == {1}
+    assert_scored_exactly_once(db_url, batch_id, n, COMPONENTS)
+    assert _row_counts() == {"batches": 1, "items": n, "scores": n, "score_components": n * COMPONENTS}
+    _assert_judged_once(fake_judge, n)
+    _report(
+        "api_killed_mid_upload", scale, lines_sent_at_kill=sent["lines"], rows_written_then_rolled_back=written,
+        rescored_items=n, wall_s=round(elapsed, 1), items_per_s=round(n / elapsed, 2),
+    )

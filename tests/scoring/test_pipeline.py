@@ -282,3 +282,19 @@ def test_planner_waits_for_a_batch_row_a_landing_holds(clean_db):
     holder.close()
     thread.join(timeout=30)
     assert len(steps) == 1 and not steps[0].finished and len(steps[0].refs) == 8
+
+
+def test_reconciler_leaves_pending_work_of_a_backlogged_queue_alone(clean_db):
+    """A stale pending component whose queue still holds messages is not lost: re-sending it would only
+    lengthen the queue. Once the queue is empty, the same component is re-sent."""
+    batch_id, _ = make_batch(1)
+    refs = plan_all(batch_id)
+    with transaction() as s:
+        s.execute(update(ScoreComponent).values(enqueued_at=utcnow() - timedelta(hours=1)))
+    with transaction() as s:
+        backlogged = pipeline.reconcile(s, requeue_after_seconds=60, skip_pending_in={"metrics"})
+        s.rollback()  # not re-sent: the next look finds them stale again
+    assert {r.queue for r in backlogged.refs} == {"judge"}
+    with transaction() as s:
+        drained = pipeline.reconcile(s, requeue_after_seconds=60, skip_pending_in=())
+    assert {(r.score_id, r.component) for r in drained.refs} == {(r.score_id, r.component) for r in refs}
