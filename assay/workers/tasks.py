@@ -58,11 +58,23 @@ class CeleryEnqueuer:
 enqueuer = CeleryEnqueuer()
 
 
+def _declared_depth(conn: Any, queue: str) -> int:
+    try:
+        return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+    except Exception:  # a queue the broker has not seen yet holds nothing
+        return 0
+
+
 def queue_depths() -> dict[str, int] | None:
     """Messages waiting per queue, read from the broker (None when it cannot be read).
 
-    Not kombu's passive queue_declare: with a broker key prefix it looks for the unprefixed key,
-    finds nothing and reports every queue empty, which turned the planner's backpressure off."""
+    On Redis, prefixed LLENs rather than kombu's passive queue_declare: with a broker key prefix
+    that looks for the unprefixed key, finds nothing and reports every queue empty, which turned
+    the planner's backpressure off. The embedded mode's in-memory broker has no prefix and no
+    Redis: kombu's own count is right there."""
+    if not get_settings().broker_url.startswith(("redis://", "rediss://", "unix://")):
+        with app.connection_for_write() as conn:
+            return {queue.value: _declared_depth(conn, queue.value) for queue in Queue}
     try:
         depths, _ = observability.queue_depths(get_settings())
     except redis.RedisError as exc:
