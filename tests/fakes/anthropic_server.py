@@ -729,12 +729,16 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
             return headers, _error_response(401, "authentication_error", "x-api-key header is required", headers)
         return headers, None
 
-    def find_batch(request: Request, headers: dict[str, str]) -> _Batch | Response:
+    def find_batch(request: Request, endpoint: str) -> tuple[dict[str, str], _Batch | Response]:
+        """The by-id endpoints' common start: count and check the call, then look the batch up."""
+        headers, refused = batch_request(request, endpoint)
+        if refused:
+            return headers, refused
         batch_id = request.path_params["batch_id"]
         batch = state.batches.get(batch_id)
         if batch is None:
-            return _error_response(404, "not_found_error", f"No message batch found with id {batch_id!r}", headers)
-        return batch
+            return headers, _error_response(404, "not_found_error", f"No message batch found with id {batch_id!r}", headers)
+        return headers, batch
 
     def base_url(request: Request) -> str:
         return str(request.base_url).rstrip("/")  # the address the client used: loopback, and this port
@@ -799,19 +803,13 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         )
 
     async def retrieve_batch(request: Request) -> Response:
-        headers, refused = batch_request(request, "retrieve")
-        if refused:
-            return refused
-        batch = find_batch(request, headers)
+        headers, batch = find_batch(request, "retrieve")
         if isinstance(batch, Response):
             return batch
         return JSONResponse(batch.to_json(base_url(request)), headers=headers)
 
     async def cancel_batch(request: Request) -> Response:
-        headers, refused = batch_request(request, "cancel")
-        if refused:
-            return refused
-        batch = find_batch(request, headers)
+        headers, batch = find_batch(request, "cancel")
         if isinstance(batch, Response):
             return batch
         if batch.status() == "in_progress":  # canceling again, or an ended batch, is left as it is
@@ -823,10 +821,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         return JSONResponse(batch.to_json(base_url(request)), headers=headers)
 
     async def delete_batch(request: Request) -> Response:
-        headers, refused = batch_request(request, "delete")
-        if refused:
-            return refused
-        batch = find_batch(request, headers)
+        headers, batch = find_batch(request, "delete")
         if isinstance(batch, Response):
             return batch
         if batch.results is None:
@@ -836,10 +831,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         return JSONResponse({"id": batch.id, "type": "message_batch_deleted"}, headers=headers)
 
     async def batch_results(request: Request) -> Response:
-        headers, refused = batch_request(request, "results")
-        if refused:
-            return refused
-        batch = find_batch(request, headers)
+        headers, batch = find_batch(request, "results")
         if isinstance(batch, Response):
             return batch
         if batch.results is None:
