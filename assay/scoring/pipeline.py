@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import and_, case, func, literal_column, or_, select, update
 from sqlalchemy.orm import Session
 
 from assay import observability
@@ -189,9 +189,15 @@ class Claim:
     # What the component had already spent (a deferred attempt's calls), carried to its landing.
     prior_usage: dict[str, int] | None = None
     prior_cost: float = 0.0
+    # Asked for with ``check_budget``: the score's batch has spent its budget (no call may be made).
+    budget_spent: bool = False
 
 
-def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float) -> Claim:
+def claim(
+    session: Session, ref: ComponentRef, owner: str, lease_seconds: float, *, check_budget: bool = False
+) -> Claim:
+    """Lease the component to ``owner``. ``check_budget`` (judge components) also reads, in the same
+    statement, whether the score's batch has spent its budget."""
     now = utcnow()
     c = _components.c
     claimable = or_(
@@ -212,7 +218,10 @@ def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float)
             attempts=c.attempts + 1,
             run_after=None,
         )
-        .returning(c.attempts, c.usage, c.cost_usd)
+        .returning(
+            c.attempts, c.usage, c.cost_usd,
+            literal_column(_BUDGET_SPENT_SQL if check_budget else "0").label("budget_spent"),
+        )
     ).first()
     if claimed is not None:
         session.execute(
@@ -220,7 +229,13 @@ def claim(session: Session, ref: ComponentRef, owner: str, lease_seconds: float)
             .where(_scores.c.id == ref.score_id, _scores.c.status == "pending")
             .values(status="in_progress", started_at=now)
         )
-        return Claim("claimed", attempts=claimed.attempts, prior_usage=claimed.usage, prior_cost=claimed.cost_usd or 0.0)
+        return Claim(
+            "claimed",
+            attempts=claimed.attempts,
+            prior_usage=claimed.usage,
+            prior_cost=claimed.cost_usd or 0.0,
+            budget_spent=bool(claimed.budget_spent),
+        )
     row = session.execute(select(c.status, c.lease_expires_at, c.run_after).where(this)).first()
     if row is None:
         return Claim("missing")
@@ -362,48 +377,82 @@ def land(
     return True
 
 
+@dataclass(frozen=True)
+class FinalizedScore:
+    """A score as its finalizing landing left it (what a kind's ``on_finalized`` hook reads)."""
+
+    id: uuid.UUID
+    status: str
+    total: float | None
+    passed: bool
+    partial: bool
+    error_kind: str | None
+    error_message: str | None
+
+
 def finalize_score(session: Session, score_id: uuid.UUID) -> None:
-    score = session.get(Score, score_id, populate_existing=True)
-    if score is None or score.status not in ACTIVE_SCORE_STATUSES:
+    """Total, pass and status of a score whose components have all landed (Core statements: this runs
+    once per score on the landing hot path)."""
+    s, c = _scores.c, _components.c
+    row = session.execute(
+        select(s.status, s.criteria_hash, s.error_kind, s.batch_id, s.suite_name, Item.payload)
+        .join(Item, Item.id == s.item_id, isouter=True)
+        .where(s.id == score_id)
+    ).first()
+    if row is None or row.status not in ACTIVE_SCORE_STATUSES:
         return
-    criteria = load_criteria(session, score.criteria_hash)
-    comps = session.scalars(select(ScoreComponent).where(ScoreComponent.score_id == score_id)).all()
-    score.usage = _sum_usage(c.usage for c in comps) or None
-    score.cost_usd = sum(c.cost_usd for c in comps)
-    score.completed_at = utcnow()
-    failed = [c for c in comps if c.status == "failed"]
-    ok = [c for c in comps if c.status == "ok"]
+    criteria = load_criteria(session, row.criteria_hash)
+    kind = get_kind(criteria.kind)
+    comps = session.execute(
+        select(c.component, c.status, c.score, c.weight, c.usage, c.cost_usd, c.reason, c.details).where(
+            c.score_id == score_id
+        )
+    ).all()
+    failed = [comp for comp in comps if comp.status == "failed"]
+    ok = [comp for comp in comps if comp.status == "ok"]
+    total: float | None = None
+    passed = False
+    partial = False
+    error_kind: str | None
     if failed:
         # A failed component never renormalises: the score fails, with the reason, and can be retried.
-        score.status = "timed_out" if score.error_kind == "timed_out" else "failed"
-        score.error_kind = score.error_kind or "component_failed"
-        score.error_message = "; ".join(f"{c.component}: {c.reason}" for c in failed)
-        score.total = None
-        score.passed = False
+        status = "timed_out" if row.error_kind == "timed_out" else "failed"
+        error_kind = row.error_kind or "component_failed"
+        error_message = "; ".join(f"{comp.component}: {comp.reason}" for comp in failed)
     elif not ok:
-        score.status = "failed"
-        score.error_kind = "nothing_scored"
-        score.error_message = "every component was skipped: " + "; ".join(f"{c.component}: {c.reason}" for c in comps)
-        score.total = None
-        score.passed = False
+        status, error_kind = "failed", "nothing_scored"
+        error_message = "every component was skipped: " + "; ".join(f"{comp.component}: {comp.reason}" for comp in comps)
     else:
-        weight = sum(c.weight for c in ok)
-        score.total = min(1.0, max(0.0, sum((c.score or 0.0) * c.weight for c in ok) / weight))
-        score.partial = len(ok) < len(comps)
-        item = session.get(Item, score.item_id)
-        kind = get_kind(criteria.kind)
-        blockers = kind.pass_blockers(kind.item_model.model_validate(item.payload)) if item is not None else []
-        score.passed = score.total >= criteria.threshold - 1e-12 and not blockers
-        score.status = "completed"
-        score.error_kind = None
-        score.error_message = "; ".join(blockers) or None
-    finished_kind = get_kind(criteria.kind)
-    if finished_kind.on_finalized is not None:
+        weight = sum(comp.weight for comp in ok)
+        total = min(1.0, max(0.0, sum((comp.score or 0.0) * comp.weight for comp in ok) / weight))
+        partial = len(ok) < len(comps)
+        blockers = kind.pass_blockers(kind.item_model.model_validate(row.payload)) if row.payload is not None else []
+        passed = total >= criteria.threshold - 1e-12 and not blockers
+        status, error_kind = "completed", None
+        error_message = "; ".join(blockers) or None
+    cost = sum(comp.cost_usd or 0.0 for comp in comps)
+    session.execute(
+        update(_scores)
+        .where(s.id == score_id)
+        .values(
+            status=status,
+            total=total,
+            passed=passed,
+            partial=partial,
+            error_kind=error_kind,
+            error_message=error_message,
+            usage=_sum_usage(comp.usage for comp in comps) or None,
+            cost_usd=cost,
+            completed_at=utcnow(),
+        )
+    )
+    if kind.on_finalized is not None:
         # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
-        finished_kind.on_finalized(session, score, list(comps), criteria)
-    observability.score_finished(score.suite_name, score.status, score.passed, score.cost_usd)
-    if score.batch_id is not None:
-        _bump_batch(session, score.batch_id)
+        finished = FinalizedScore(score_id, status, total, passed, partial, error_kind, error_message)
+        kind.on_finalized(session, finished, list(comps), criteria)
+    observability.score_finished(row.suite_name, status, passed, cost)
+    if row.batch_id is not None:
+        _bump_batch(session, row.batch_id)
 
 
 def cache_read_ratio(usage: dict[str, int]) -> float | None:
@@ -448,16 +497,15 @@ def _complete_batch_if_done(session: Session, batch: Batch) -> None:
 BUDGET_EXHAUSTED = "budget_exhausted"
 
 
-def budget_exhausted(session: Session, score_id: uuid.UUID) -> bool:
-    """Whether the score's batch has a budget and has spent it (judge calls must stop)."""
-    row = session.execute(
-        select(Batch.budget_usd, Batch.spent_usd, Batch.status)
-        .join(Score, Score.batch_id == Batch.id)
-        .where(Score.id == score_id)
-    ).first()
-    if row is None:
-        return False
-    return row.status == BUDGET_EXHAUSTED or (row.budget_usd is not None and row.spent_usd >= row.budget_usd)
+# Whether a component's batch has a budget and has spent it (judge calls must stop), as a scalar
+# subquery for the claim's RETURNING. Plain SQL: SQLAlchemy drops table names from a RETURNING clause
+# on SQLite, which leaves a joined subquery's columns ambiguous there.
+_BUDGET_SPENT_SQL = (
+    f"(SELECT CASE WHEN assay_b.status = '{BUDGET_EXHAUSTED}'"
+    " OR (assay_b.budget_usd IS NOT NULL AND assay_b.spent_usd >= assay_b.budget_usd) THEN 1 ELSE 0 END"
+    " FROM scores AS assay_s JOIN batches AS assay_b ON assay_b.id = assay_s.batch_id"
+    " WHERE assay_s.id = score_components.score_id)"
+)
 
 
 def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:

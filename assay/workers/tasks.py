@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pydantic
 import redis
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -18,6 +19,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_expo
 from assay import observability
 from assay.scoring import pipeline, rescore
 from assay.scoring.criteria import register_all_suites
+from assay.scoring.errors import AssayError
 # Imported with this module, in the worker's main thread before any task runs: two pool threads
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 from assay.scoring.judge.service import JudgeDeferred
@@ -108,22 +110,27 @@ def _run_component(task_self, score_id: str, component: str, queue: Queue) -> No
     ref = ComponentRef(uuid.UUID(score_id), component, queue.value)
     owner = task_self.request.id or uuid.uuid4().hex
     lease = settings.judge_lease_seconds if queue == Queue.JUDGE else settings.metrics_lease_seconds
+    # One transaction claims and reads the work; it commits (the lease is visible) before the slow part.
     with transaction() as session:
-        claim = pipeline.claim(session, ref, owner, lease)
-        if claim.state == "claimed" and pipeline.expire_poison(session, ref, claim.attempts, settings.max_component_attempts):
+        claim = pipeline.claim(session, ref, owner, lease, check_budget=queue == Queue.JUDGE)
+        if claim.state != "claimed":
+            work = None
+        elif pipeline.expire_poison(session, ref, claim.attempts, settings.max_component_attempts):
             return
-        if claim.state == "claimed" and queue == Queue.JUDGE and pipeline.budget_exhausted(session, ref.score_id):
+        elif claim.budget_spent:
             pipeline.stop_for_budget(session, ref, owner)
             return
+        else:
+            try:
+                work = load_work(session, ref)
+            except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
+                pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
+                return
     if claim.state == "busy":
         enqueuer.enqueue([ref], countdown=claim.retry_in)
         return
-    if claim.state != "claimed":
-        return  # landed already (a duplicate delivery) or gone (deleted batch): nothing to do
-    with transaction() as session:
-        work = load_work(session, ref)
     if work is None:
-        return
+        return  # landed already (a duplicate delivery) or gone (deleted batch): nothing to do
     try:
         result = compute(work, judge_runtime() if queue == Queue.JUDGE else None)
     except JudgeDeferred as deferred:

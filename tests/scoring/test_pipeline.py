@@ -298,3 +298,60 @@ def test_reconciler_leaves_pending_work_of_a_backlogged_queue_alone(clean_db):
     with transaction() as s:
         drained = pipeline.reconcile(s, requeue_after_seconds=60, skip_pending_in=())
     assert {(r.score_id, r.component) for r in drained.refs} == {(r.score_id, r.component) for r in refs}
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
+def test_a_judge_claim_reads_whether_the_batch_spent_its_budget(backend, request, tmp_path):
+    from contextlib import contextmanager
+
+    from sqlalchemy.orm import Session
+
+    from assay.scoring.store.db import make_engine, migrate
+    from assay.scoring.store.models import CriteriaDefinition
+
+    if backend == "postgresql":
+        request.getfixturevalue("clean_db")
+        tx, engine = transaction, None
+    else:  # the embedded store: SQLAlchemy renders RETURNING differently there
+        url = f"sqlite:///{tmp_path / 'claim.db'}"
+        migrate(url)
+        engine = make_engine(url)
+
+        @contextmanager
+        def tx():  # type: ignore[no-untyped-def]
+            with Session(engine, expire_on_commit=False) as session, session.begin():
+                yield session
+
+    def component(session, budget: float | None, spent: float, status: str = "running") -> ComponentRef:  # type: ignore[no-untyped-def]
+        if session.get(CriteriaDefinition, "a" * 64) is None:
+            session.add(CriteriaDefinition(criteria_hash="a" * 64, criteria_content={}))
+            session.flush()
+        batch = Batch(suite_name="kql", criteria_hash="a" * 64, created_by="t", total_items=1, status=status,
+                      budget_usd=budget, spent_usd=spent)
+        item = Item(kind="kql", payload=PAYLOAD, content_hash="0" * 64)
+        session.add_all([batch, item])
+        session.flush()
+        score = Score(item_id=item.id, batch_id=batch.id, suite_name="kql", criteria_hash="a" * 64,
+                      components_total=1, triggered_by="t")
+        session.add(score)
+        session.flush()
+        session.add(ScoreComponent(score_id=score.id, component="llm_grading", queue="judge", status="pending",
+                                   weight=1.0, attempts=0, cost_usd=0.0))
+        return ComponentRef(score.id, "llm_grading", "judge")
+
+    with tx() as s:
+        no_budget = component(s, None, 5.0)
+        within = component(s, 1.0, 0.5)
+        spent = component(s, 1.0, 1.0)
+        stopped = component(s, 2.0, 0.1, status="budget_exhausted")
+        unchecked = component(s, 1.0, 1.0)
+    with tx() as s:
+        seen = {
+            name: pipeline.claim(s, ref, "w", 60, check_budget=name != "unchecked")
+            for name, ref in [("no_budget", no_budget), ("within", within), ("spent", spent),
+                              ("stopped", stopped), ("unchecked", unchecked)]
+        }
+    assert {name: c.state for name, c in seen.items()} == dict.fromkeys(seen, "claimed")
+    assert {name for name, c in seen.items() if c.budget_spent} == {"spent", "stopped"}
+    if engine is not None:
+        engine.dispose()

@@ -192,14 +192,14 @@ def test_budget_stops_judge_calls_keeps_finished_scores_and_resumes(clean_db):
     judge = [r for r in refs if r.queue == "judge"]
     # The first judgment costs the whole budget.
     with transaction() as s:
-        assert pipeline.claim(s, judge[0], "w", 60).state == "claimed"
-        assert not pipeline.budget_exhausted(s, judge[0].score_id)
+        first = pipeline.claim(s, judge[0], "w", 60, check_budget=True)
+        assert first.state == "claimed" and not first.budget_spent
     with transaction() as s:
         pipeline.land(s, judge[0], ComponentResult("ok", 1.0, {}, cost_usd=0.012))
     with transaction() as s:
         assert s.get(Batch, batch_id).spent_usd == pytest.approx(0.012)
-        assert pipeline.budget_exhausted(s, judge[1].score_id)
-        assert pipeline.claim(s, judge[1], "w2", 60).state == "claimed"
+        second = pipeline.claim(s, judge[1], "w2", 60, check_budget=True)
+        assert second.state == "claimed" and second.budget_spent
         pipeline.stop_for_budget(s, judge[1], "w2")
     with transaction() as s:
         batch = s.get(Batch, batch_id)

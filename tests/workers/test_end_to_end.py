@@ -197,3 +197,37 @@ def test_embedded_run_gives_the_same_scores_as_the_distributed_run(api_client, j
         )
         assert any(line.startswith("Score: ") for line in e["live"])
     assert "passed" in proc.stderr and "results written" in proc.stderr
+
+
+def test_an_item_whose_stored_payload_no_longer_validates_fails_its_components_once(
+    api_client, live_worker_factory, fake_judge
+):
+    # Submitted before any worker runs, then one stored payload is made unreadable (as a stricter item
+    # model would find an old row): its components fail with the reason at their first claim, instead
+    # of being retried until their attempts run out; the other items are scored as usual.
+    from sqlalchemy import select, update
+
+    from assay.scoring.store.models import Item, Score
+
+    batch_id = submit(api_client, EXAMPLES.read_bytes())
+    with transaction() as s:
+        item_id = s.scalar(select(Score.item_id).where(Score.batch_id == batch_id, Score.position == 2))
+        s.execute(update(Item).where(Item.id == item_id).values(payload={"not": "a kql item"}))
+    live_worker_factory(
+        {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake_judge.base_url, "ASSAY_JUDGE_BACKOFF_BASE_SECONDS": "0.01"}
+    )
+    view = wait_finished(api_client, batch_id)
+    assert view["status"] == "completed"
+    assert view["progress"]["completed"] == 3 and view["progress"]["errored"] == 1
+    broken = {r["position"]: r for r in all_results(api_client, batch_id)}[2]
+    assert broken["status"] == "failed"
+    for comp in broken["components"].values():
+        assert comp["status"] == "failed" and "the stored work cannot be read" in comp["reason"]
+    with transaction() as s:
+        attempts = s.scalars(
+            select(ScoreComponent.attempts).join(Score, Score.id == ScoreComponent.score_id).where(
+                Score.batch_id == batch_id, Score.position == 2
+            )
+        ).all()
+    assert attempts == [1, 1, 1, 1]
+    assert fake_judge.calls()["total"] == 3  # never judged
