@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -120,6 +121,7 @@ def run(
     embedded.configure_environment(db)
     from assay.scoring.errors import AssayError
     from assay.scoring.store.db import migrate
+    from assay.settings import get_settings
 
     migrate()
     try:
@@ -130,6 +132,7 @@ def run(
         _report_domain_error(exc)
         raise typer.Exit(2) from None
     console.print(f"batch [bold]{batch_id}[/bold] · {file} · suite {suite}")
+    worker_log = db.with_suffix(".log")
     with _progress_bar() as bar:
         task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
 
@@ -137,9 +140,21 @@ def run(
             p = view["progress"]
             bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
 
-        view = embedded.run_batch(
-            batch_id, concurrency=concurrency, on_progress=show, on_finished=_live_printer(bar, live, total=None)
-        )
+        def problem(message: str) -> None:
+            bar.console.print(f"[yellow]worker error:[/yellow] {escape(message)}", highlight=False)
+
+        try:
+            view = embedded.run_batch(
+                batch_id,
+                concurrency=concurrency,
+                on_progress=show,
+                on_finished=_live_printer(bar, live, total=None),
+                on_problem=problem,
+                stall_seconds=get_settings().embedded_stall_seconds,
+                log_file=worker_log,
+            )
+        except embedded.Stalled as exc:
+            _fail(f"batch {batch_id} stopped: {exc} (the worker's log: {worker_log})", code=1)
     target = out or file.with_name(file.name + ".results.jsonl")
     count = _write_embedded_results(batch_id, target)
     console.print(_summary_table(view))
@@ -418,8 +433,6 @@ def _diff_summary_table(diff: dict[str, Any]) -> Table:
 
 
 def _diff_items_table(title: str, items: list[dict[str, Any]]) -> Table:
-    from rich.markup import escape
-
     table = Table(title=title)
     table.add_column("item")
     for name in ("old", "new", "delta"):

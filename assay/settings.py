@@ -75,6 +75,9 @@ class Settings(BaseSettings):
         900, description="A pending component enqueued longer ago than this is assumed lost and re-enqueued."
     )
     judge_concurrency: int = 16
+    embedded_stall_seconds: float = Field(
+        120.0, gt=0, description="`assay run` stops (exit 1) when nothing finished this long while tasks kept failing."
+    )
 
     # Re-scoring (stale scores under changed criteria)
     rescore_schedule: str = Field(

@@ -8,6 +8,7 @@ read them back (``--db``).
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -31,7 +32,9 @@ def configure_environment(db_path: Path) -> None:
 
 
 @contextmanager
-def in_process_worker(concurrency: int) -> Iterator[Any]:
+def in_process_worker(concurrency: int, log_file: Path | None = None) -> Iterator[Any]:
+    """An in-process Celery worker. Its log (each failing task's traceback, say) goes to ``log_file``
+    when given, so it does not bury the progress bar; ``run_batch`` tells the user about errors."""
     from celery.contrib.testing.worker import start_worker
 
     from assay.workers.app import app
@@ -42,6 +45,7 @@ def in_process_worker(concurrency: int) -> Iterator[Any]:
         concurrency=concurrency,
         perform_ping_check=False,
         loglevel="WARNING",
+        logfile=str(log_file) if log_file is not None else None,
         queues=list(EMBEDDED_QUEUES),
         shutdown_timeout=30.0,
     ) as worker:
@@ -100,19 +104,85 @@ def ingest_file(path: Path, suite: str, created_by: str) -> uuid.UUID:
         return result.batch.id
 
 
+class Stalled(Exception):
+    """The batch made no progress for ``stall_seconds`` while its tasks kept raising errors."""
+
+
+class _TaskProblems:
+    """Errors the in-process worker's tasks raised (Celery retries and failures), each told once.
+
+    A distributed worker logs them for its operator; here the person at the terminal is the operator,
+    and without this a task failing over and over looks like a silent hang."""
+
+    def __init__(self, report: Callable[[str], None] | None) -> None:
+        self._report = report
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+        self.last: str | None = None
+        self.at = 0.0
+
+    def note(self, task: Any, error: Any) -> None:
+        from assay.scoring.judge.service import JudgeDeferred
+
+        if isinstance(error, JudgeDeferred):
+            return  # waiting out the provider (breaker, rate limit) is progress delayed, not an error
+        name = getattr(task, "name", None) or str(task)
+        message = f"{name}: {type(error).__name__}: {error}".splitlines()[0][:500]
+        with self._lock:
+            self.last, self.at = message, time.monotonic()
+            new = message not in self._seen
+            self._seen.add(message)
+        if new and self._report is not None:
+            self._report(message)
+
+    def on_retry(self, sender: Any = None, reason: Any = None, **_: Any) -> None:
+        self.note(sender, reason)
+
+    def on_failure(self, sender: Any = None, exception: Any = None, **_: Any) -> None:
+        self.note(sender, exception)
+
+
 def run_batch(
     batch_id: uuid.UUID,
     *,
     concurrency: int,
     on_progress: Callable[[dict[str, Any]], None],
     on_finished: Callable[[list[tuple[Any, list[str]]]], None] | None = None,
+    on_problem: Callable[[str], None] | None = None,
     poll_seconds: float = 0.3,
     reconcile_every: float = 30.0,
+    stall_seconds: float = 120.0,
+    log_file: Path | None = None,
 ) -> dict[str, Any]:
     """Plan and score the batch with an in-process worker; returns its final view.
 
     ``on_finished`` receives the results finished since the last poll as (external id or position,
-    live-result lines)."""
+    live-result lines); ``on_problem`` each distinct error a task raised (the worker's full log goes
+    to ``log_file`` when given). Raises ``Stalled`` when nothing finished for ``stall_seconds`` and
+    tasks raised errors meanwhile (what is stored stays: a later run, or the distributed setup, can
+    finish the batch)."""
+    from celery.signals import task_failure, task_retry
+
+    problems = _TaskProblems(on_problem)
+    task_retry.connect(problems.on_retry, weak=False)
+    task_failure.connect(problems.on_failure, weak=False)
+    try:
+        with in_process_worker(concurrency, log_file):
+            return _drive(batch_id, on_progress, on_finished, problems, poll_seconds, reconcile_every, stall_seconds)
+    finally:
+        task_retry.disconnect(problems.on_retry)
+        task_failure.disconnect(problems.on_failure)
+
+
+def _drive(
+    batch_id: uuid.UUID,
+    on_progress: Callable[[dict[str, Any]], None],
+    on_finished: Callable[[list[tuple[Any, list[str]]]], None] | None,
+    problems: _TaskProblems,
+    poll_seconds: float,
+    reconcile_every: float,
+    stall_seconds: float,
+) -> dict[str, Any]:
     from assay.scoring import batches as svc
     from assay.scoring.criteria import load_criteria
     from assay.scoring.kinds import get_kind
@@ -120,33 +190,41 @@ def run_batch(
     from assay.scoring.views import batch_view, live_lines
     from assay.workers.tasks import plan_batch, reconcile
 
-    with in_process_worker(concurrency):
-        plan_batch.apply_async(args=(str(batch_id),))
-        last_reconcile = time.monotonic()
-        seen_until = None
-        while True:
-            with transaction() as session:
-                batch = svc.get_batch(session, batch_id)
-                view = batch_view(batch, svc.progress(session, batch))
-                if on_finished is not None:
-                    criteria = load_criteria(session, batch.criteria_hash)
-                    kind = get_kind(criteria.kind)
-                    page = svc.results_page(
-                        session, batch_id, status="finished", limit=500, offset=0,
-                        finished_after=seen_until or datetime.min.replace(tzinfo=timezone.utc),
+    plan_batch.apply_async(args=(str(batch_id),))
+    last_reconcile = time.monotonic()
+    seen_until = None
+    done, progressed_at = -1, time.monotonic()
+    while True:
+        with transaction() as session:
+            batch = svc.get_batch(session, batch_id)
+            view = batch_view(batch, svc.progress(session, batch))
+            if on_finished is not None:
+                criteria = load_criteria(session, batch.criteria_hash)
+                kind = get_kind(criteria.kind)
+                page = svc.results_page(
+                    session, batch_id, status="finished", limit=500, offset=0,
+                    finished_after=seen_until or datetime.min.replace(tzinfo=timezone.utc),
+                )
+                if page.rows:
+                    seen_until = page.rows[-1].completed_at
+                    on_finished(
+                        [
+                            (s.item.external_id or f"#{s.position}", live_lines(s, kind, criteria.threshold))
+                            for s in page.rows
+                        ]
                     )
-                    if page.rows:
-                        seen_until = page.rows[-1].completed_at
-                        on_finished(
-                            [
-                                (s.item.external_id or f"#{s.position}", live_lines(s, kind, criteria.threshold))
-                                for s in page.rows
-                            ]
-                        )
-            on_progress(view)
-            if view["status"] not in ("planning", "running"):
-                return view
-            if time.monotonic() - last_reconcile > reconcile_every:
-                reconcile.apply_async()  # no beat in embedded mode: the loop stands in for it
-                last_reconcile = time.monotonic()
-            time.sleep(poll_seconds)
+        on_progress(view)
+        if view["status"] not in ("planning", "running"):
+            return view
+        now = time.monotonic()
+        if view["progress"]["done"] != done:
+            done, progressed_at = view["progress"]["done"], now
+        elif now - progressed_at > stall_seconds and problems.at > progressed_at:
+            raise Stalled(
+                f"nothing finished for {now - progressed_at:.0f} s while tasks kept failing; last error: "
+                f"{problems.last}"
+            )
+        if time.monotonic() - last_reconcile > reconcile_every:
+            reconcile.apply_async()  # no beat in embedded mode: the loop stands in for it
+            last_reconcile = time.monotonic()
+        time.sleep(poll_seconds)

@@ -197,3 +197,33 @@ def test_diff_prints_aggregates_and_flips_and_writes_csv(api_server, tmp_path):
     assert len(rows) == 5
     unknown = assay("diff", "--suite", "s1", "--from", OLD, "--to", "deadbeef", env=env)
     assert unknown.returncode == 1 and "404" in unknown.stderr and "deadbeef" in unknown.stderr
+
+
+def test_run_stops_with_the_error_when_tasks_keep_failing(tmp_path):
+    # A store that refuses every claim (a trigger standing in for a broken database): the error is
+    # shown once as it happens, and the run stops with it instead of waiting forever.
+    import sqlite3
+
+    from assay.scoring.store.db import migrate
+
+    db = tmp_path / "broken.db"
+    migrate(f"sqlite:///{db}")
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse_claims BEFORE UPDATE ON score_components "
+            "BEGIN SELECT RAISE(ABORT, 'the disk says no'); END"
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")} | {
+        "PYTHONPATH": str(REPO), "ASSAY_EMBEDDED_STALL_SECONDS": "3",
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    started = time.monotonic()
+    result = assay("run", str(EXAMPLES), "--suite", "kql", "--db", str(db), "--no-live", env=env, cwd=tmp_path, timeout=110)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert output.count("worker error:") >= 1 and "the disk says no" in output
+    assert "stopped: nothing finished for" in output
+    # The tracebacks are in the worker's log beside the database, not on the terminal.
+    assert "Traceback" not in output and "the disk says no" in (tmp_path / "broken.log").read_text()
+    assert time.monotonic() - started < 100
+    assert not (tmp_path / "kql_items.jsonl.results.jsonl").exists()
