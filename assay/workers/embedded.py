@@ -122,8 +122,12 @@ class _TaskProblems:
         self.at = 0.0
 
     def note(self, task: Any, error: Any) -> None:
+        from celery.exceptions import Retry
+
         from assay.scoring.judge.service import JudgeDeferred
 
+        if isinstance(error, Retry) and error.exc is not None:
+            error = error.exc  # a retry's reason is Celery's Retry; what went wrong is inside it
         if isinstance(error, JudgeDeferred):
             return  # waiting out the provider (breaker, rate limit) is progress delayed, not an error
         name = getattr(task, "name", None) or str(task)

@@ -227,3 +227,34 @@ def test_run_stops_with_the_error_when_tasks_keep_failing(tmp_path):
     assert "Traceback" not in output and "the disk says no" in (tmp_path / "broken.log").read_text()
     assert time.monotonic() - started < 100
     assert not (tmp_path / "kql_items.jsonl.results.jsonl").exists()
+
+
+def test_run_waits_out_a_provider_outage_without_reporting_deferrals_as_errors(tmp_path, fake_judge):
+    # 529 for the first seconds: the breaker opens and judge tasks are deferred (Celery retries).
+    # That is waiting, not an error: no "worker error" line, and every item is judged once it ends.
+    import threading
+
+    fake_judge.configure(default_kind="overloaded")
+
+    def end_outage_once_the_breaker_opened() -> None:
+        deadline = time.monotonic() + 100
+        while fake_judge.calls()["total"] < 6 and time.monotonic() < deadline:  # 5 failures open it
+            time.sleep(0.1)
+        time.sleep(1.5)
+        fake_judge.configure(default_kind="ok")
+
+    threading.Thread(target=end_outage_once_the_breaker_opened, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "ANTHROPIC_"))} | {
+        "PYTHONPATH": str(REPO), "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake_judge.base_url,
+        "ASSAY_BREAKER_COOLDOWN_SECONDS": "1", "ASSAY_JUDGE_BACKOFF_BASE_SECONDS": "0.01",
+        "ASSAY_EMBEDDED_STALL_SECONDS": "2",
+    }
+    result = assay("run", str(EXAMPLES), "--suite", "kql", "--db", str(tmp_path / "x.db"), "--no-live",
+                   "--out", str(tmp_path / "out.jsonl"), env=env, cwd=tmp_path, timeout=110)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "worker error" not in output
+    calls = fake_judge.calls()["calls"]
+    assert sum(c["status"] == 529 for c in calls) >= 5 and sum(c["status"] == 200 for c in calls) == 4
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["components"]["llm_grading"]["status"] for r in rows] == ["ok"] * 4

@@ -72,6 +72,10 @@ class JudgeDeferred(Exception):
         self.usage = usage or dict.fromkeys(USAGE_FIELDS, 0)
         self.cost_usd = cost_usd
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable as itself: Celery keeps a retry's reason, and wraps what it cannot pickle.
+        return (type(self), (self.retry_in, self.reason), {"usage": self.usage, "cost_usd": self.cost_usd})
+
 
 def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
     """An SDK client that never retries on its own: ``retry.py`` owns retries, so they don't multiply."""

@@ -347,3 +347,17 @@ def test_no_call_without_the_breaker_store_the_judgment_is_deferred(judge, fake)
         judge(request_for("unsent"), breaker=_FlakyStore("before_call"))
     assert "store unavailable" in deferred.value.reason and deferred.value.retry_in > 0
     assert fake.calls()["total"] == 0
+
+
+def test_a_deferral_survives_celery_s_pickling_as_itself():
+    # Celery keeps a retry's reason only if it pickles; otherwise it wraps it, and the embedded run
+    # could no longer tell a deferral (waiting) from an error.
+    import pickle
+
+    from celery.utils.serialization import get_pickleable_exception
+
+    deferred = JudgeDeferred(2.5, "breaker open", usage={"input_tokens": 7}, cost_usd=0.25)
+    copy = pickle.loads(pickle.dumps(deferred))
+    assert isinstance(get_pickleable_exception(deferred), JudgeDeferred)
+    assert (copy.retry_in, copy.reason, copy.usage, copy.cost_usd) == (2.5, "breaker open", {"input_tokens": 7}, 0.25)
+    assert str(copy) == str(deferred)
