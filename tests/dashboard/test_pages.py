@@ -229,6 +229,9 @@ def session_body(session_id: str, tools: list[str]) -> dict:
 def test_sessions_list_badges_filters_and_missing_tools(app, signed_in, fake_judge, monkeypatch):
     published = []
     monkeypatch.setattr("assay.api.routes.sessions.publish_components", published.extend)
+    # Every verdict names at least one missing tool (the fake's arrays have 0–2 items otherwise, and
+    # one run in nine neither score named any), so the chart below always has something to draw.
+    fake_judge.configure(min_array_items=1)
     auth = {"Authorization": f"Bearer {API_KEY}"}
     ids = [f"s-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
     for n, sid in enumerate(ids):

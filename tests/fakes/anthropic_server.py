@@ -165,6 +165,9 @@ class FakeConfig(BaseModel):
         description="out_of_range: JSON past the schema's bounds, with a field it does not name; max_in_range: "
         "JSON the schema accepts, every bounded number at its maximum (an injection a schema cannot stop).",
     )
+    min_array_items: int = Field(
+        0, ge=0, description="Arrays in schema-following answers get at least this many items (as the schema allows)."
+    )
     requests_limit: int = Field(4000, ge=1, description="Reported in anthropic-ratelimit-requests-* headers.")
     input_tokens_limit: int = Field(2_000_000, ge=1, description="Reported in anthropic-ratelimit-input-tokens-*.")
     batch_processing_seconds: float = Field(0.5, ge=0, description="How long a new batch stays in_progress.")
@@ -218,9 +221,10 @@ def _bounds(schema: dict[str, Any]) -> dict[str, float]:
 
 
 class _Generator:
-    def __init__(self, root: dict[str, Any], rng: random.Random) -> None:
+    def __init__(self, root: dict[str, Any], rng: random.Random, min_array_items: int = 0) -> None:
         self.defs = root.get("$defs") or root.get("definitions") or {}
         self.rng = rng
+        self.min_array_items = min_array_items
 
     def resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
         while "$ref" in schema:
@@ -250,6 +254,7 @@ class _Generator:
         if kind == "array":
             low = int(schema.get("minItems", 0))
             high = int(schema.get("maxItems", low + 2 if depth < 4 else low))
+            low = min(max(low, self.min_array_items), max(low, high))
             items = schema.get("items") or {"type": "string"}
             return [self.value(items, depth + 1) for _ in range(self.rng.randint(low, max(low, high)))]
         if kind in ("integer", "number"):
@@ -335,8 +340,8 @@ def _seed(item_key: str) -> random.Random:
     return random.Random(int(item_key[:16], 16))
 
 
-def schema_answer(schema: dict[str, Any], item_key: str) -> Any:
-    generator = _Generator(schema, _seed(item_key))
+def schema_answer(schema: dict[str, Any], item_key: str, min_array_items: int = 0) -> Any:
+    generator = _Generator(schema, _seed(item_key), min_array_items)
     return generator.value(schema)
 
 
@@ -914,7 +919,7 @@ def _answer(
     elif injected:
         text = json.dumps(max_in_range_answer(schema, item_key))
     else:
-        text = json.dumps(schema_answer(schema, item_key))
+        text = json.dumps(schema_answer(schema, item_key, config.min_array_items))
 
     max_tokens = int(body["max_tokens"])
     if kind == "truncated":

@@ -282,3 +282,17 @@ def test_in_thread_fake_starts_and_stops_on_its_own_port():
     with pytest.raises(anthropic.APIConnectionError):
         with anthropic.Anthropic(api_key="k", base_url=two.base_url, max_retries=0, timeout=2) as sdk:
             sdk.messages.create(model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "x"}])
+
+
+def test_min_array_items_fills_arrays_as_far_as_the_schema_allows():
+    from tests.fakes.anthropic_server import schema_answer
+
+    schema = {"type": "object", "properties": {
+        "free": {"type": "array", "items": {"type": "string"}},
+        "capped": {"type": "array", "items": {"type": "string"}, "maxItems": 0},
+    }}
+    keys = [f"{n * 7919:016x}" + "0" * 48 for n in range(1, 60)]
+    assert any(schema_answer(schema, k)["free"] == [] for k in keys)  # the default: 0–2 items
+    for k in keys:
+        answer = schema_answer(schema, k, min_array_items=1)
+        assert 1 <= len(answer["free"]) <= 2 and answer["capped"] == []
