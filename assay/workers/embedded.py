@@ -163,8 +163,7 @@ def run_batch(
     ``on_finished`` receives the results finished since the last poll as (external id or position,
     live-result lines); ``on_problem`` each distinct error a task raised (the worker's full log goes
     to ``log_file`` when given). Raises ``Stalled`` when nothing finished for ``stall_seconds`` and
-    tasks raised errors meanwhile (what is stored stays: a later run, or the distributed setup, can
-    finish the batch)."""
+    tasks raised errors meanwhile (the scores that finished stay in the database)."""
     from celery.signals import task_failure, task_retry
 
     problems = _TaskProblems(on_problem)
