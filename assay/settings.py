@@ -74,7 +74,15 @@ class Settings(BaseSettings):
     requeue_after_seconds: int = Field(
         900, description="A pending component enqueued longer ago than this is assumed lost and re-enqueued."
     )
-    judge_concurrency: int = 16
+    judge_concurrency: int = Field(16, ge=1, description="Threads of a judge worker (`assay worker`'s default).")
+    judge_group_size: int = Field(
+        8,
+        ge=1,
+        description=(
+            "Judge components per task message, judged one after another (1: one per message). A publish"
+            " of few components is split into at least judge_concurrency messages, so none waits idle."
+        ),
+    )
     embedded_stall_seconds: float = Field(
         120.0, gt=0, description="`assay run` stops (exit 1) when nothing finished this long while tasks kept failing."
     )

@@ -40,6 +40,8 @@ TEST_ENV = {
     "ASSAY_REQUEUE_AFTER_SECONDS": "5",
     "ASSAY_RECONCILE_INTERVAL_SECONDS": "5",
     "ASSAY_MAX_QUEUE_DEPTH": "20000",
+    # The live workers' thread count: a publish of 8+ judge components travels in groups.
+    "ASSAY_JUDGE_CONCURRENCY": "4",
 }
 os.environ.update(TEST_ENV)
 os.environ.pop("ANTHROPIC_API_KEY", None)

@@ -166,7 +166,6 @@ def _reactivate(
                 raw_judge_output=None, completed_at=None, components_landed=landed,
             )
         )
-    batch.finished_items -= len(score_ids)
     batch.status = "running"
     batch.finished_at = None
     session.flush()

@@ -240,7 +240,6 @@ class BatchWriter:
             idempotency_key=self.idempotency_key,
             created_by=self.created_by,
             total_items=0,
-            finished_items=0,
             planned_position=-1,
             budget_usd=self.budget_usd,
             spent_usd=0.0,

@@ -4,9 +4,10 @@ Every step is safe to run twice or never:
 - components are *claimed* under a lease before any slow or paid work; a redelivered task finds the
   component landed (nothing to do) or leased (back off);
 - a component *lands* once (``WHERE status NOT IN landed``); only the first landing bumps the score's
-  completion count, and the landing that completes a score finalizes it, and bumps its batch, in the
-  same transaction;
-- the reconciler re-enqueues what a lost message left behind, and leaves deferred work alone.
+  completion count, and the landing that completes a score finalizes it in the same transaction;
+  after that commit, a batch with no active score left is completed;
+- the reconciler re-enqueues what a lost message left behind, leaves deferred work alone, and
+  completes a batch whose completion check a crash cut off.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import and_, case, func, literal_column, or_, select, update
+from sqlalchemy import (
+    Float, String, Text, and_, bindparam, case, exists, func, literal_column, or_, select, tuple_, update,
+)
 from sqlalchemy.orm import Session
 
 from assay import observability
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.store.db import dialect_insert
+from assay.scoring.store.db import after_commit, dialect_insert, transaction
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 # more CPU than the round trip itself, several times per component.
 _components = ScoreComponent.__table__
 _scores = Score.__table__
+_c, _s = _components.c, _scores.c
 
 METRICS_QUEUE = "metrics"
 JUDGE_QUEUE = "judge"
@@ -189,15 +193,25 @@ class Claim:
     # What the component had already spent (a deferred attempt's calls), carried to its landing.
     prior_usage: dict[str, int] | None = None
     prior_cost: float = 0.0
-    # Asked for with ``check_budget``: the score's batch has spent its budget (no call may be made).
+    # Asked for with ``check_budget``: the score's batch has spent its budget (no call may be made),
+    # and whether it has a budget at all (a landing need not count the spend on the batch row if not).
     budget_spent: bool = False
+    budgeted: bool = True
 
 
 def claim(
     session: Session, ref: ComponentRef, owner: str, lease_seconds: float, *, check_budget: bool = False
 ) -> Claim:
-    """Lease the component to ``owner``. ``check_budget`` (judge components) also reads, in the same
-    statement, whether the score's batch has spent its budget."""
+    """Lease one component to ``owner`` (see ``claim_many``)."""
+    return claim_many(session, [ref], owner, lease_seconds, check_budget=check_budget)[ref]
+
+
+def claim_many(
+    session: Session, refs: Sequence[ComponentRef], owner: str, lease_seconds: float, *, check_budget: bool = False
+) -> dict[ComponentRef, Claim]:
+    """Lease the components to ``owner``, in one statement however many there are. ``check_budget``
+    (judge components) also reads, in the same statement, whether each score's batch has spent its
+    budget, and whether it has one."""
     now = utcnow()
     c = _components.c
     claimable = or_(
@@ -207,10 +221,11 @@ def claim(
         # The same message redelivered (acks_late) means its previous run died: take the lease back.
         and_(c.status == "in_progress", c.lease_owner == owner),
     )
-    this = and_(c.score_id == ref.score_id, c.component == ref.component)
+    by_key = {(ref.score_id, ref.component): ref for ref in refs}
+    these = tuple_(c.score_id, c.component).in_(list(by_key))
     claimed = session.execute(
         update(_components)
-        .where(this, claimable)
+        .where(these, claimable)
         .values(
             status="in_progress",
             lease_owner=owner,
@@ -219,30 +234,86 @@ def claim(
             run_after=None,
         )
         .returning(
-            c.attempts, c.usage, c.cost_usd,
-            literal_column(_BUDGET_SPENT_SQL if check_budget else "0").label("budget_spent"),
+            c.score_id, c.component, c.attempts, c.usage, c.cost_usd,
+            literal_column(_BUDGET_STATE_SQL.format(test=_SPENT) if check_budget else "0").label("budget_spent"),
+            literal_column(_BUDGET_STATE_SQL.format(test=_BUDGETED) if check_budget else "0").label("budgeted"),
         )
-    ).first()
-    if claimed is not None:
+    ).all()
+    claims: dict[ComponentRef, Claim] = {
+        by_key[(row.score_id, row.component)]: Claim(
+            "claimed",
+            attempts=row.attempts,
+            prior_usage=row.usage,
+            prior_cost=row.cost_usd or 0.0,
+            budget_spent=bool(row.budget_spent),
+            budgeted=bool(row.budgeted) or not check_budget,
+        )
+        for row in claimed
+    }
+    if claims:
         session.execute(
             update(_scores)
-            .where(_scores.c.id == ref.score_id, _scores.c.status == "pending")
+            .where(_scores.c.id.in_({ref.score_id for ref in claims}), _scores.c.status == "pending")
             .values(status="in_progress", started_at=now)
         )
-        return Claim(
-            "claimed",
-            attempts=claimed.attempts,
-            prior_usage=claimed.usage,
-            prior_cost=claimed.cost_usd or 0.0,
-            budget_spent=bool(claimed.budget_spent),
+    others = [key for key, ref in by_key.items() if ref not in claims]
+    if others:
+        rows = session.execute(
+            select(c.score_id, c.component, c.status, c.lease_expires_at, c.run_after).where(
+                tuple_(c.score_id, c.component).in_(others)
+            )
+        ).all()
+        for row in rows:
+            ref = by_key[(row.score_id, row.component)]
+            if row.status in LANDED_COMPONENT_STATUSES:
+                claims[ref] = Claim("landed")
+            else:
+                until = row.lease_expires_at if row.status == "in_progress" else row.run_after
+                claims[ref] = Claim("busy", retry_in=max(1.0, _seconds_until(until, now)))
+    return {ref: claims.get(ref, Claim("missing")) for ref in refs}
+
+
+def _confirm_statement(check_budget: bool) -> Any:
+    return (
+        update(_components)
+        .where(
+            tuple_(_c.score_id, _c.component).in_(bindparam("b_keys", expanding=True)),
+            _c.status == "in_progress",
+            _c.lease_owner == bindparam("b_owner"),
         )
-    row = session.execute(select(c.status, c.lease_expires_at, c.run_after).where(this)).first()
-    if row is None:
-        return Claim("missing")
-    if row.status in LANDED_COMPONENT_STATUSES:
-        return Claim("landed")
-    until = row.lease_expires_at if row.status == "in_progress" else row.run_after
-    return Claim("busy", retry_in=max(1.0, _seconds_until(until, now)))
+        .values(lease_expires_at=bindparam("b_until"))
+        .returning(
+            _c.score_id,
+            _c.component,
+            literal_column(_BUDGET_STATE_SQL.format(test=_SPENT) if check_budget else "0").label("budget_spent"),
+        )
+    )
+
+
+def confirm_leases(
+    session: Session, refs: Sequence[ComponentRef], owner: str, lease_seconds: float, *, check_budget: bool = False
+) -> dict[ComponentRef, str]:
+    """Between a group's components, in one statement: extend the leases of those ``owner`` still
+    holds, and say of each (in the caller's order) ``held``, ``lost`` (cancelled, or its lease ran
+    out and another task took it over: that task makes the call) or ``budget_spent`` (its batch spent
+    its budget since the group was claimed; the lease is still held). Renewing the whole group, not
+    just the next one, keeps a component waiting its turn inside its lease however long the group takes."""
+    if not refs:
+        return {}
+    rows = session.execute(
+        _CONFIRM[check_budget],
+        {
+            "b_keys": [(ref.score_id, ref.component) for ref in refs],
+            "b_owner": owner,
+            "b_until": utcnow() + timedelta(seconds=lease_seconds),
+        },
+    ).all()
+    spent = {(row.score_id, row.component): bool(row.budget_spent) for row in rows}
+    states: dict[ComponentRef, str] = {}
+    for ref in refs:
+        key = (ref.score_id, ref.component)
+        states[ref] = "lost" if key not in spent else "budget_spent" if spent[key] else "held"
+    return states
 
 
 def _seconds_until(moment: datetime | None, now: datetime) -> float:
@@ -334,44 +405,69 @@ def _charge(session: Session, batch_id: uuid.UUID | None, cost_usd: float | None
 # --- landing and finalizing -----------------------------------------------------------------------------
 
 
+# The landing path's statements, built once: building and cache-keying a statement costs more CPU
+# than running it (~0.5 ms for the component update), several times per component.
+_LAND_COMPONENT = (
+    update(_components)
+    .where(
+        _c.score_id == bindparam("b_score_id"),
+        _c.component == bindparam("b_component"),
+        _c.status.not_in(LANDED_COMPONENT_STATUSES),
+    )
+    .values(
+        status=bindparam("b_status"),
+        score=bindparam("b_score", type_=Float),
+        weighted_score=bindparam("b_score", type_=Float) * _c.weight,  # NULL when there is no score
+        details=bindparam("b_details"),
+        reason=bindparam("b_reason"),
+        landed_at=bindparam("b_now"),
+        lease_owner=None,
+        lease_expires_at=None,
+        run_after=None,
+        usage=bindparam("b_usage"),
+        cost_usd=bindparam("b_cost_usd"),
+    )
+    .returning(_c.weight)
+)
+_COUNT_LANDING = (
+    update(_scores)
+    .where(_s.id == bindparam("b_score_id"))
+    .values(
+        components_landed=_s.components_landed + 1,
+        raw_judge_output=func.coalesce(bindparam("b_raw_output", type_=Text), _s.raw_judge_output),
+        error_kind=func.coalesce(bindparam("b_error_kind", type_=String), _s.error_kind),
+    )
+    .returning(_s.components_landed, _s.components_total, _s.batch_id)
+)
+
+
 def land(
     session: Session, ref: ComponentRef, result: ComponentResult, *, timed_out: bool = False, claim: Claim | None = None
 ) -> bool:
     """Record a component's result once. Returns False when it had landed already (a duplicate run)."""
-    now = utcnow()
     spend = _spend(session, ref, result.usage, result.cost_usd, claim)
-    c = _components.c
     weight = session.scalar(
-        update(_components)
-        .where(c.score_id == ref.score_id, c.component == ref.component, c.status.not_in(LANDED_COMPONENT_STATUSES))
-        .values(
-            status=result.status,
-            score=result.score,
-            weighted_score=(result.score * c.weight) if result.score is not None else None,
-            details=result.details or None,
-            reason=result.reason,
-            landed_at=now,
-            lease_owner=None,
-            lease_expires_at=None,
-            run_after=None,
-            **spend,
-        )
-        .returning(c.weight)
+        _LAND_COMPONENT,
+        {
+            "b_score_id": ref.score_id,
+            "b_component": ref.component,
+            "b_status": result.status,
+            "b_score": result.score,
+            "b_details": result.details or None,
+            "b_reason": result.reason,
+            "b_now": utcnow(),
+            "b_usage": spend["usage"],
+            "b_cost_usd": spend["cost_usd"],
+        },
     )
     if weight is None:
         return False
-    values: dict[str, Any] = {"components_landed": _scores.c.components_landed + 1}
-    if result.raw_output is not None:
-        values["raw_judge_output"] = result.raw_output
-    if timed_out:
-        values["error_kind"] = "timed_out"
     landed, total, batch_id = session.execute(
-        update(_scores)
-        .where(_scores.c.id == ref.score_id)
-        .values(**values)
-        .returning(_scores.c.components_landed, _scores.c.components_total, _scores.c.batch_id)
+        _COUNT_LANDING,
+        {"b_score_id": ref.score_id, "b_raw_output": result.raw_output, "b_error_kind": "timed_out" if timed_out else None},
     ).one()
-    _charge(session, batch_id, result.cost_usd)
+    if claim is None or claim.budgeted:
+        _charge(session, batch_id, result.cost_usd)
     if landed == total:
         finalize_score(session, ref.score_id)
     return True
@@ -390,24 +486,40 @@ class FinalizedScore:
     error_message: str | None
 
 
+_FINALIZING_SCORE = (
+    select(_s.status, _s.criteria_hash, _s.error_kind, _s.batch_id, _s.suite_name, Item.payload)
+    .join(Item, Item.id == _s.item_id, isouter=True)
+    .where(_s.id == bindparam("b_score_id"))
+)
+_FINALIZING_COMPONENTS = select(
+    _c.component, _c.status, _c.score, _c.weight, _c.usage, _c.cost_usd, _c.reason, _c.details
+).where(_c.score_id == bindparam("b_score_id"))
+_FINALIZE = (
+    update(_scores)
+    .where(_s.id == bindparam("b_score_id"))
+    .values(
+        status=bindparam("b_status"),
+        total=bindparam("b_total"),
+        passed=bindparam("b_passed"),
+        partial=bindparam("b_partial"),
+        error_kind=bindparam("b_error_kind"),
+        error_message=bindparam("b_error_message"),
+        usage=bindparam("b_usage"),
+        cost_usd=bindparam("b_cost_usd"),
+        completed_at=bindparam("b_now"),
+    )
+)
+
+
 def finalize_score(session: Session, score_id: uuid.UUID) -> None:
     """Total, pass and status of a score whose components have all landed (Core statements: this runs
     once per score on the landing hot path)."""
-    s, c = _scores.c, _components.c
-    row = session.execute(
-        select(s.status, s.criteria_hash, s.error_kind, s.batch_id, s.suite_name, Item.payload)
-        .join(Item, Item.id == s.item_id, isouter=True)
-        .where(s.id == score_id)
-    ).first()
+    row = session.execute(_FINALIZING_SCORE, {"b_score_id": score_id}).first()
     if row is None or row.status not in ACTIVE_SCORE_STATUSES:
         return
     criteria = load_criteria(session, row.criteria_hash)
     kind = get_kind(criteria.kind)
-    comps = session.execute(
-        select(c.component, c.status, c.score, c.weight, c.usage, c.cost_usd, c.reason, c.details).where(
-            c.score_id == score_id
-        )
-    ).all()
+    comps = session.execute(_FINALIZING_COMPONENTS, {"b_score_id": score_id}).all()
     failed = [comp for comp in comps if comp.status == "failed"]
     ok = [comp for comp in comps if comp.status == "ok"]
     total: float | None = None
@@ -432,19 +544,19 @@ def finalize_score(session: Session, score_id: uuid.UUID) -> None:
         error_message = "; ".join(blockers) or None
     cost = sum(comp.cost_usd or 0.0 for comp in comps)
     session.execute(
-        update(_scores)
-        .where(s.id == score_id)
-        .values(
-            status=status,
-            total=total,
-            passed=passed,
-            partial=partial,
-            error_kind=error_kind,
-            error_message=error_message,
-            usage=_sum_usage(comp.usage for comp in comps) or None,
-            cost_usd=cost,
-            completed_at=utcnow(),
-        )
+        _FINALIZE,
+        {
+            "b_score_id": score_id,
+            "b_status": status,
+            "b_total": total,
+            "b_passed": passed,
+            "b_partial": partial,
+            "b_error_kind": error_kind,
+            "b_error_message": error_message,
+            "b_usage": _sum_usage(comp.usage for comp in comps) or None,
+            "b_cost_usd": cost,
+            "b_now": utcnow(),
+        },
     )
     if kind.on_finalized is not None:
         # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
@@ -452,7 +564,7 @@ def finalize_score(session: Session, score_id: uuid.UUID) -> None:
         kind.on_finalized(session, finished, list(comps), criteria)
     observability.score_finished(row.suite_name, status, passed, cost)
     if row.batch_id is not None:
-        _bump_batch(session, row.batch_id)
+        _finish_batch_after_commit(session, row.batch_id)
 
 
 def cache_read_ratio(usage: dict[str, int]) -> float | None:
@@ -469,23 +581,37 @@ def _sum_usage(usages: Any) -> dict[str, int]:
     return dict(total)
 
 
-def _bump_batch(session: Session, batch_id: uuid.UUID) -> None:
-    b = Batch.__table__.c
-    row = session.execute(
-        update(Batch.__table__)
-        .where(b.id == batch_id)
-        .values(finished_items=b.finished_items + 1)
-        .returning(b.finished_items, b.total_items)
-    ).first()
-    # Load the batch only when this was its last score (the common case costs one statement).
-    if row is not None and row.finished_items >= row.total_items:
-        batch = session.get(Batch, batch_id, populate_existing=True)
-        if batch is not None:
-            _complete_batch_if_done(session, batch)
+def _active_left(session: Session, batch_id: uuid.UUID) -> bool:
+    return session.execute(_ACTIVE_SCORE_OF_BATCH, {"b_batch_id": batch_id}).first() is not None
+
+
+_ACTIVE_SCORE_OF_BATCH = (
+    select(_s.id).where(_s.batch_id == bindparam("b_batch_id"), _s.status.in_(ACTIVE_SCORE_STATUSES)).limit(1)
+)
+
+
+def _finish_batch_after_commit(session: Session, batch_id: uuid.UUID) -> None:
+    """Once this transaction (which finished a score of the batch) commits, see whether the batch is done.
+
+    After the commit, not inside it: of several transactions finishing a batch's last scores at once,
+    each sees the others' scores still active, but the last to commit sees them all finished. And not
+    a counter on the batch row: every landing would queue on that row's lock until its commit. A
+    crash between the commit and the check leaves the batch to the reconciler."""
+    def finish() -> None:
+        with transaction() as fresh:
+            if not _active_left(fresh, batch_id):  # the usual answer, read without taking the row's lock
+                batch = fresh.get(Batch, batch_id, with_for_update=True, populate_existing=True)
+                if batch is not None:
+                    _complete_batch_if_done(fresh, batch)
+
+    after_commit(session, ("finish_batch", batch_id), finish)
 
 
 def _complete_batch_if_done(session: Session, batch: Batch) -> None:
-    if batch.status in ("running", "budget_exhausted") and batch.finished_items >= batch.total_items:
+    """Complete a batch none of whose scores is active any more (the caller holds its row's lock)."""
+    if batch.status in ("running", "budget_exhausted") and batch.finished_at is None:
+        if _active_left(session, batch.id):
+            return
         if batch.status == "running":
             batch.status = "completed"
         batch.finished_at = utcnow()
@@ -497,15 +623,20 @@ def _complete_batch_if_done(session: Session, batch: Batch) -> None:
 BUDGET_EXHAUSTED = "budget_exhausted"
 
 
-# Whether a component's batch has a budget and has spent it (judge calls must stop), as a scalar
-# subquery for the claim's RETURNING. Plain SQL: SQLAlchemy drops table names from a RETURNING clause
-# on SQLite, which leaves a joined subquery's columns ambiguous there.
-_BUDGET_SPENT_SQL = (
-    f"(SELECT CASE WHEN assay_b.status = '{BUDGET_EXHAUSTED}'"
-    " OR (assay_b.budget_usd IS NOT NULL AND assay_b.spent_usd >= assay_b.budget_usd) THEN 1 ELSE 0 END"
+# Whether a component's batch has spent its budget (judge calls must stop), or has one at all, as a
+# scalar subquery for the claim's RETURNING. Plain SQL: SQLAlchemy drops table names from a RETURNING
+# clause on SQLite, which leaves a joined subquery's columns ambiguous there.
+_BUDGET_STATE_SQL = (
+    "(SELECT CASE WHEN {test} THEN 1 ELSE 0 END"
     " FROM scores AS assay_s JOIN batches AS assay_b ON assay_b.id = assay_s.batch_id"
     " WHERE assay_s.id = score_components.score_id)"
 )
+_SPENT = (
+    f"assay_b.status = '{BUDGET_EXHAUSTED}'"
+    " OR (assay_b.budget_usd IS NOT NULL AND assay_b.spent_usd >= assay_b.budget_usd)"
+)
+_BUDGETED = "assay_b.budget_usd IS NOT NULL"
+_CONFIRM = {check: _confirm_statement(check) for check in (False, True)}
 
 
 def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:
@@ -541,9 +672,9 @@ def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:
     this = session.execute(
         update(Score).where(Score.id == ref.score_id, Score.status.in_(ACTIVE_SCORE_STATUSES)).values(**cancelled)
     ).rowcount or 0
-    batch.finished_items += unplanned + this
     session.flush()
     _complete_batch_if_done(session, batch)
+    _finish_batch_after_commit(session, batch.id)  # a landing may be finishing the last score right now
     log.warning("batch %s: %s; cancelled %d score(s)", batch.id, reason, unplanned + this)
 
 
@@ -642,6 +773,7 @@ def _median_component(session: Session, batch_id: uuid.UUID, component: str) -> 
 class ReconcileReport:
     refs: list[ComponentRef]
     planning_batches: list[uuid.UUID]
+    finished_batches: list[uuid.UUID]
 
 
 def reconcile(
@@ -686,7 +818,19 @@ def reconcile(
             )
         )
     )
-    return ReconcileReport(refs, planning)
+    # Batches whose last score finished in a transaction whose worker died before it could check.
+    finished = session.scalars(
+        select(Batch)
+        .where(
+            Batch.status.in_(("running", BUDGET_EXHAUSTED)),
+            Batch.finished_at.is_(None),
+            ~exists().where(Score.batch_id == Batch.id, Score.status.in_(ACTIVE_SCORE_STATUSES)),
+        )
+        .with_for_update(skip_locked=True)
+    ).all()
+    for batch in finished:
+        _complete_batch_if_done(session, batch)
+    return ReconcileReport(refs, planning, [batch.id for batch in finished])
 
 
 def note_planner_waiting(session: Session, batch_id: uuid.UUID) -> None:

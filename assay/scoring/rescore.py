@@ -231,7 +231,6 @@ def begin_run(
         status="planning",
         created_by=triggered_by[:255],
         total_items=0,
-        finished_items=0,
         planned_position=-1,
         planner_seen_at=now,
         budget_usd=budget_usd,

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -25,7 +27,7 @@ from assay.scoring.errors import AssayError
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import compute, load_work
+from assay.scoring.scorer import WorkUnit, compute, load_work
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
@@ -43,18 +45,33 @@ _store_retry = retry(
 )
 
 
+def judge_groups(refs: Sequence[ComponentRef], most: int, spread: int) -> list[list[ComponentRef]]:
+    """Judge components split into messages of up to ``most`` each, but into at least ``spread``
+    messages while there are that many components: a small publish still reaches every thread."""
+    size = max(1, min(most, len(refs) // max(1, spread)))
+    return [list(refs[start : start + size]) for start in range(0, len(refs), size)]
+
+
+def ref_args(refs: Sequence[ComponentRef]) -> list[list[str]]:
+    """Components as a task's JSON argument: ``[[score_id, component], ...]``."""
+    return [[str(ref.score_id), ref.component] for ref in refs]
+
+
 class CeleryEnqueuer:
-    """Publishes component tasks to their queues."""
+    """Publishes component tasks to their queues: a metric component per message; judge components
+    in groups (``judge_group_size``), which spares most of Celery's and the store's per-task work."""
 
     def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
         if not refs:
             return
+        settings = get_settings()
+        judge = [ref for ref in refs if ref.queue == Queue.JUDGE]
+        groups = [[ref] for ref in refs if ref.queue != Queue.JUDGE]
         with app.producer_or_acquire() as producer:
-            for ref in refs:
-                target = judge_component if ref.queue == Queue.JUDGE else metric_component
-                target.apply_async(
-                    args=(str(ref.score_id), ref.component), countdown=countdown, producer=producer
-                )
+            for group in groups:
+                metric_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
+            for group in judge_groups(judge, settings.judge_group_size, settings.judge_concurrency):
+                judge_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
 
 
 enqueuer = CeleryEnqueuer()
@@ -105,57 +122,107 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     plan_batch.apply_async(args=(batch_id,))
 
 
-def _run_component(task_self, score_id: str, component: str, queue: Queue) -> None:  # type: ignore[no-untyped-def]
+def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  # type: ignore[no-untyped-def]
+    """Claim the components in one statement, then compute them one after another, each landing as
+    soon as it is done (a killed worker loses at most the one in hand). Between two, one statement
+    confirms the rest (leases extended; neither cancelled, taken over nor out of budget), in the
+    transaction that lands the one before."""
     settings = get_settings()
-    ref = ComponentRef(uuid.UUID(score_id), component, queue.value)
+    refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue.value) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
     lease = settings.judge_lease_seconds if queue == Queue.JUDGE else settings.metrics_lease_seconds
-    # One transaction claims and reads the work; it commits (the lease is visible) before the slow part.
+    # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
     with transaction() as session:
-        claim = pipeline.claim(session, ref, owner, lease, check_budget=queue == Queue.JUDGE)
-        if claim.state != "claimed":
-            work = None
-        elif pipeline.expire_poison(session, ref, claim.attempts, settings.max_component_attempts):
-            return
-        elif claim.budget_spent:
-            pipeline.stop_for_budget(session, ref, owner)
-            return
-        else:
-            try:
-                work = load_work(session, ref)
-            except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
-                pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
-                return
-    if claim.state == "busy":
-        enqueuer.enqueue([ref], countdown=claim.retry_in)
-        return
-    if work is None:
-        return  # landed already (a duplicate delivery) or gone (deleted batch): nothing to do
+        claims = pipeline.claim_many(session, refs, owner, lease, check_budget=queue == Queue.JUDGE)
+        works = {ref: work for ref in refs if (work := _claimed_work(session, ref, claims[ref], owner)) is not None}
+    busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
+    if busy:
+        enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
+    holder = _Holder(owner, lease, queue)
+    todo = deque(ref for ref in refs if ref in works)
+    confirmed = True  # the leases were taken a moment ago
+    while todo:
+        if not confirmed:
+            todo = _confirm(holder, todo)
+            if not todo:
+                break
+        ref = todo.popleft()
+        claim = claims[ref]
+        confirmed = False
+        try:
+            result = compute(works[ref], judge_runtime() if queue == Queue.JUDGE else None)
+        except JudgeDeferred as deferred:
+            _defer(ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd, claim=claim)
+            for waiting in todo:  # the provider cannot take them either: they wait as long, unspent
+                _defer(waiting, owner, deferred.retry_in, deferred.reason, claim=claims[waiting])
+            # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
+            # deferral spends none of the components' attempts, so an outage of any length is waited out.
+            observability.task_retried(queue, "deferred")
+            raise task_self.retry(
+                args=(ref_args([ref, *todo]),), countdown=deferred.retry_in, max_retries=None, exc=deferred
+            )
+        except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
+            log.exception("component %s of score %s raised", ref.component, ref.score_id)
+            backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
+            _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
+            observability.task_retried(queue, "error")
+            enqueuer.enqueue([ref], countdown=backoff)
+            continue
+        todo = _land(ref, result, claim, holder, todo)
+        confirmed = True
+        observability.component_landed(queue, ref.component, result.status)
+
+
+def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str) -> WorkUnit | None:
+    """The work of a component this task claimed, or None when there is nothing to compute: not
+    claimed, failed as poison, stopped by its batch's budget, or its stored work unreadable."""
+    if claim.state != "claimed":
+        return None  # landed already (a duplicate delivery), gone (deleted batch), or busy elsewhere
+    if pipeline.expire_poison(session, ref, claim.attempts, get_settings().max_component_attempts):
+        return None
+    if claim.budget_spent:
+        pipeline.stop_for_budget(session, ref, owner)
+        return None
     try:
-        result = compute(work, judge_runtime() if queue == Queue.JUDGE else None)
-    except JudgeDeferred as deferred:
-        _defer(
-            ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd, claim=claim
-        )
-        # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
-        # deferral spends none of the component's attempts, so an outage of any length is waited out.
-        observability.task_retried(queue, "deferred")
-        raise task_self.retry(countdown=deferred.retry_in, max_retries=None, exc=deferred)
-    except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
-        log.exception("component %s of score %s raised", component, score_id)
-        backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
-        _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
-        observability.task_retried(queue, "error")
-        enqueuer.enqueue([ref], countdown=backoff)
-        return
-    _land(ref, result, claim)
-    observability.component_landed(queue, component, result.status)
+        return load_work(session, ref)
+    except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
+        pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
+        return None
+
+
+@dataclass(frozen=True)
+class _Holder:
+    """The task holding a group's leases, and how far each confirmation extends them."""
+
+    owner: str
+    lease: float
+    queue: Queue
+
+    def confirm(self, session: Any, refs: deque[ComponentRef]) -> deque[ComponentRef]:
+        """Those of ``refs`` still this task's to compute, their leases extended; the ones whose batch
+        spent its budget are stopped here."""
+        states = pipeline.confirm_leases(session, refs, self.owner, self.lease, check_budget=self.queue == Queue.JUDGE)
+        for ref, state in states.items():
+            if state == "budget_spent":
+                pipeline.stop_for_budget(session, ref, self.owner)
+        return deque(ref for ref, state in states.items() if state == "held")
 
 
 @_store_retry
-def _land(ref: ComponentRef, result: ComponentResult, claim: pipeline.Claim) -> None:
+def _confirm(holder: _Holder, refs: deque[ComponentRef]) -> deque[ComponentRef]:
+    with transaction() as session:
+        return holder.confirm(session, refs)
+
+
+@_store_retry
+def _land(
+    ref: ComponentRef, result: ComponentResult, claim: pipeline.Claim, holder: _Holder, rest: deque[ComponentRef]
+) -> deque[ComponentRef]:
+    """Land ``ref``'s result and, in the same transaction (one commit for both), confirm the rest of
+    the group; returns those still the task's."""
     with transaction() as session:
         pipeline.land(session, ref, result, claim=claim)
+        return holder.confirm(session, rest)
 
 
 @_store_retry
@@ -164,19 +231,22 @@ def _defer(ref: ComponentRef, owner: str, retry_in: float, reason: str, **option
         pipeline.defer(session, ref, owner, retry_in, reason, **options)
 
 
-@task("scoring.metric_component", Queue.METRICS, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
-def metric_component(self, score_id: str, component: str) -> None:
-    _run_component(self, score_id, component, Queue.METRICS)
+@task("scoring.metric_components", Queue.METRICS, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
+def metric_components(self, refs: list[list[str]]) -> None:
+    """Metric components ``[[score_id, component], ...]`` (the enqueuer sends one per message)."""
+    _run_components(self, refs, Queue.METRICS)
 
 
-@task("scoring.judge_component", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
-def judge_component(self, score_id: str, component: str) -> None:
-    _run_component(self, score_id, component, Queue.JUDGE)
+@task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
+def judge_components(self, refs: list[list[str]]) -> None:
+    """Judge components ``[[score_id, component], ...]``, judged one after another."""
+    _run_components(self, refs, Queue.JUDGE)
 
 
 @task("scoring.reconcile", Queue.CONTROL, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
 def reconcile(self) -> dict[str, int]:
-    """Re-enqueue what lost messages left behind; also registers the suites' current criteria."""
+    """Re-enqueue what lost messages left behind, complete batches a dead worker left running; also
+    registers the suites' current criteria."""
     settings = get_settings()
     with transaction() as session:
         register_all_suites(session, settings.config_dir)
@@ -193,7 +263,13 @@ def reconcile(self) -> dict[str, int]:
         plan_batch.apply_async(args=(str(batch_id),))
     if report.refs:
         log.warning("reconciler re-enqueued %d component(s)", len(report.refs))
-    return {"requeued": len(report.refs), "planning": len(report.planning_batches)}
+    if report.finished_batches:
+        log.warning("reconciler completed %d batch(es) whose last landing did not", len(report.finished_batches))
+    return {
+        "requeued": len(report.refs),
+        "planning": len(report.planning_batches),
+        "finished": len(report.finished_batches),
+    }
 
 
 def build_rescore_run(batch_id: str, selection: rescore.Selection) -> int:

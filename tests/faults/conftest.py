@@ -477,14 +477,20 @@ def submit(http: httpx.Client, body: bytes, suite: str = "kql", **headers: str) 
     return r.json()["batch_id"]
 
 
+_BATCH_ROW_SQL = (
+    "SELECT b.status, (SELECT count(*) FROM scores s WHERE s.batch_id = b.id"
+    " AND s.status NOT IN ('pending', 'in_progress')), b.total_items FROM batches b WHERE b.id = %s"
+)
+
+
 def batch_row(db_url: str, batch_id: str) -> tuple[str, int, int] | None:
-    """(status, finished_items, total_items) straight from the store; None while it is unreachable."""
+    """(status, finished scores, total_items) straight from the store; None while it is unreachable."""
     import psycopg
 
     try:
         with psycopg.connect(plain_pg_url(db_url), connect_timeout=3) as conn:
             row = conn.execute(
-                "SELECT status, finished_items, total_items FROM batches WHERE id = %s", (batch_id,)
+                _BATCH_ROW_SQL, (batch_id,)
             ).fetchone()
     except psycopg.OperationalError:
         return None
@@ -519,7 +525,7 @@ def assert_scored_exactly_once(db_url: str, batch_id: str, n: int, components: i
 
     with psycopg.connect(plain_pg_url(db_url)) as conn:
         status, finished, total = conn.execute(
-            "SELECT status, finished_items, total_items FROM batches WHERE id = %s", (batch_id,)
+            _BATCH_ROW_SQL, (batch_id,)
         ).fetchone()
         assert (status, finished, total) == ("completed", n, n)
         assert conn.execute("SELECT count(*) FROM items WHERE origin_batch_id = %s", (batch_id,)).fetchone()[0] == n

@@ -4,7 +4,7 @@ provider outage (529) and a 429 storm; an API killed mid-upload leaves nothing b
 Each runs on PRIVATE instances (``conftest.py``): its own ``redis-server`` as broker and breaker store,
 and for the Postgres test its own cluster; the API, workers and ``celery beat`` (the reconciler) are
 subprocesses on that private stack. Each ends with every item scored exactly once (one completed score
-row per item, every component landed once, the batch completed with ``finished_items == total_items``)
+row per item, every component landed once, the batch completed with every score finished)
 and no judge call repeated for a component that had already landed: every item's prompt is unique, so
 the fake judge counts calls per item.
 

@@ -101,6 +101,59 @@ def test_claim_lease_and_duplicate_delivery(clean_db):
         assert s.get(Score, ref.score_id).components_landed == 1
 
 
+def test_claim_many_claims_what_it_can_in_one_go_and_says_why_not_for_the_rest(clean_db):
+    batch_id, _ = make_batch(4)
+    refs = [ref for ref in plan_all(batch_id) if ref.component == "llm_grading"]
+    landed, leased, deferred, free = refs
+    gone = ComponentRef(uuid.uuid4(), "llm_grading", "judge")
+    with transaction() as s:
+        pipeline.claim(s, leased, "other-task", 60)
+        pipeline.land(s, landed, ComponentResult.ok(1.0))
+        assert pipeline.claim(s, deferred, "other-task", 60).state == "claimed"
+        pipeline.defer(s, deferred, "other-task", 30, "breaker open")
+    with transaction() as s:
+        claims = pipeline.claim_many(s, [landed, leased, gone, deferred, free], "group-task", 60, check_budget=True)
+    assert list(claims) == [landed, leased, gone, deferred, free]  # the caller's order
+    assert {ref: c.state for ref, c in claims.items()} == {
+        landed: "landed", leased: "busy", gone: "missing", deferred: "busy", free: "claimed",
+    }
+    assert 50 < claims[leased].retry_in <= 60 and 20 < claims[deferred].retry_in <= 30
+    assert claims[free].attempts == 1 and not claims[free].budget_spent and not claims[free].budgeted
+    with transaction() as s:
+        assert s.get(Score, free.score_id).status == "in_progress"
+
+
+def test_confirming_a_grouped_component_extends_its_lease_or_says_why_not(clean_db):
+    from assay.scoring.batches import cancel
+
+    batch_id, _ = make_batch(3)
+    other_batch, _ = make_batch(1)
+    refs = [ref for ref in plan_all(batch_id) + plan_all(other_batch) if ref.component == "llm_grading"]
+    with transaction() as s:
+        assert {c.state for c in pipeline.claim_many(s, refs, "group-task", 1).values()} == {"claimed"}
+    held, taken, spent, cancelled = refs
+    with transaction() as s:
+        s.execute(  # the lease ran out, and another task took the component over
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id == taken.score_id, ScoreComponent.component == taken.component)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+        assert pipeline.claim(s, taken, "other-task", 60).state == "claimed"
+        cancel(s, s.get(Batch, other_batch))
+    with transaction() as s:
+        states = pipeline.confirm_leases(s, [cancelled, held, taken, spent], "group-task", 600, check_budget=True)
+        assert states == {cancelled: "lost", held: "held", taken: "lost", spent: "held"}  # the caller's order
+        for ref in (held, spent):  # every component still held is renewed, not only the next one
+            comp = s.get(ScoreComponent, (ref.score_id, ref.component))
+            assert comp.lease_owner == "group-task" and comp.lease_expires_at > utcnow() + timedelta(seconds=500)
+        assert s.get(ScoreComponent, (taken.score_id, taken.component)).lease_owner == "other-task"
+        s.execute(update(Batch).where(Batch.id == batch_id).values(budget_usd=0.5, spent_usd=0.5))
+    with transaction() as s:
+        assert pipeline.confirm_leases(s, [spent], "group-task", 600, check_budget=True) == {spent: "budget_spent"}
+        assert pipeline.confirm_leases(s, [spent], "group-task", 600) == {spent: "held"}  # not asked
+        assert pipeline.confirm_leases(s, [], "group-task", 600) == {}
+
+
 def test_expired_lease_can_be_taken_over(clean_db):
     batch_id, _ = make_batch(1)
     ref = plan_all(batch_id)[0]
@@ -124,10 +177,47 @@ def test_score_finalizes_when_last_component_lands_and_batch_completes(clean_db)
             score = s.get(Score, sid)
             assert score.status == "completed" and score.components_landed == score.components_total
         batch = s.get(Batch, batch_id)
-        assert batch.status == "completed" and batch.finished_items == 2 and batch.finished_at is not None
+        assert batch.status == "completed" and batch.finished_at is not None
         assert batch.summary["counts"]["completed"] == 2
         assert batch.summary["components"]["schema_match"]["mean"] == pytest.approx(0.8)
         assert batch.summary["components"]["schema_match"]["median"] == pytest.approx(0.8)
+
+
+def test_a_batch_whose_completion_check_was_lost_is_completed_by_the_reconciler(clean_db):
+    from assay.scoring.store.db import new_session
+
+    batch_id, _ = make_batch(1)
+    *first, last = plan_all(batch_id)
+    land_all(first)
+    with transaction() as s:
+        assert pipeline.claim(s, last, "w", 60).state == "claimed"
+    session = new_session()  # commits without running the after-commit check: a worker dying right then
+    with session.begin():
+        pipeline.land(session, last, ComponentResult.ok(1.0))
+    session.close()
+    with transaction() as s:
+        assert s.get(Batch, batch_id).status == "running"
+        assert pipeline.reconcile(s, requeue_after_seconds=30).finished_batches == [batch_id]
+    with transaction() as s:
+        batch = s.get(Batch, batch_id)
+        assert batch.status == "completed" and batch.summary["counts"]["completed"] == 1
+        assert pipeline.reconcile(s, requeue_after_seconds=30).finished_batches == []
+
+
+def test_after_commit_actions_run_once_after_a_commit_and_never_after_a_rollback(clean_db, caplog):
+    from assay.scoring.store.db import after_commit
+
+    ran: list[str] = []
+    with transaction() as s:
+        after_commit(s, "k", lambda: ran.append("first"))
+        after_commit(s, "k", lambda: ran.append("second"))  # same key: once
+        after_commit(s, "boom", lambda: 1 / 0)  # logged; the commit stands
+        assert ran == []
+    assert ran == ["second"] and "after-commit action boom failed" in caplog.text
+    with pytest.raises(RuntimeError), transaction() as s:
+        after_commit(s, "k", lambda: ran.append("rolled back"))
+        raise RuntimeError("the work failed")
+    assert ran == ["second"]
 
 
 def test_total_is_the_weighted_sum(clean_db):
@@ -258,8 +348,8 @@ def test_reconciler_leaves_a_live_planner_alone(clean_db):
 
 
 def test_planner_waits_for_a_batch_row_a_landing_holds(clean_db):
-    """A landing locks the batch row for a moment (to count a finished score); a planner arriving then
-    must wait and plan, not give up and leave the batch planning forever."""
+    """The check that completes a batch locks its row for a moment; a planner arriving then must wait
+    and plan, not give up and leave the batch planning forever."""
     import threading
 
     from assay.scoring.store.db import new_session
@@ -267,7 +357,7 @@ def test_planner_waits_for_a_batch_row_a_landing_holds(clean_db):
     batch_id, _ = make_batch(2)
     holder = new_session()
     holder.begin()
-    holder.execute(update(Batch).where(Batch.id == batch_id).values(finished_items=Batch.finished_items))
+    holder.execute(select(Batch.id).where(Batch.id == batch_id).with_for_update())
     steps = []
 
     def plan() -> None:
@@ -353,5 +443,7 @@ def test_a_judge_claim_reads_whether_the_batch_spent_its_budget(backend, request
         }
     assert {name: c.state for name, c in seen.items()} == dict.fromkeys(seen, "claimed")
     assert {name for name, c in seen.items() if c.budget_spent} == {"spent", "stopped"}
+    # An unchecked claim cannot tell, so it says budgeted (a landing then counts the spend).
+    assert {name for name, c in seen.items() if c.budgeted} == {"within", "spent", "stopped", "unchecked"}
     if engine is not None:
         engine.dispose()

@@ -241,14 +241,14 @@ def test_budget_exhausted_before_planning_finished_cancels_the_unplanned_rest(cl
         pipeline.stop_for_budget(s, ref, "w")
     with transaction() as s:
         batch = s.get(Batch, batch_id)
-        assert batch.status == "budget_exhausted" and batch.finished_items == 4  # 3 unplanned + this one
+        assert batch.status == "budget_exhausted" and batch.finished_at is None  # one planned score is left
         assert s.scalar(select(func.count()).where(Score.batch_id == batch_id, Score.status == "cancelled")) == 4
         assert pipeline.plan_chunk(s, batch_id, 10).refs == []  # the planner stops
     with transaction() as s:
         resumed = batches.resume(s, s.get(Batch, batch_id), None)
         assert resumed.scores == 4 and resumed.needs_planner
         batch = s.get(Batch, batch_id)
-        assert (batch.status, batch.budget_usd, batch.finished_items) == ("planning", None, 0)
+        assert (batch.status, batch.budget_usd, batch.finished_at) == ("planning", None, None)
     refs = plan_all(batch_id)
     assert {r.score_id for r in refs} == set(score_ids[2:])
 

@@ -283,7 +283,6 @@ def rescore(
         idempotency_key=idempotency_key,
         created_by=triggered_by[:255],
         total_items=len(chosen),
-        finished_items=0,
         planned_position=-1,
         summary={"rescore": selection},
         created_at=utcnow(),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from assay.settings import REPO_ROOT, get_settings
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _engine: Engine | None = None
@@ -76,13 +79,29 @@ def new_session() -> Session:
 
 @contextmanager
 def transaction() -> Iterator[Session]:
-    """The unit of work at a boundary (request, task): commits on success, rolls back on error."""
+    """The unit of work at a boundary (request, task): commits on success, rolls back on error, then
+    runs what was registered with ``after_commit`` (each in its own transaction, if it needs one)."""
     session = new_session()
     try:
         with session.begin():
             yield session
+        actions = session.info.pop(_AFTER_COMMIT, {})
     finally:
         session.close()
+    for key, action in actions.items():
+        try:
+            action()
+        except Exception:  # the commit stands; what the action was for is left to the reconciler
+            log.exception("after-commit action %s failed", key)
+
+
+_AFTER_COMMIT = "assay_after_commit"
+
+
+def after_commit(session: Session, key: Hashable, action: Callable[[], None]) -> None:
+    """Run ``action`` once the session's transaction has committed (once per ``key``); never if it
+    rolls back. A crash in between loses it: it must be something a later sweep also does."""
+    session.info.setdefault(_AFTER_COMMIT, {})[key] = action
 
 
 def dialect_insert(session: Session):  # type: ignore[no-untyped-def]

@@ -101,7 +101,7 @@ class Batch(Base):
     __tablename__ = "batches"
     __table_args__ = (
         CheckConstraint(_in("status", BATCH_STATUSES), name="status"),
-        CheckConstraint("total_items >= 0 AND finished_items >= 0 AND finished_items <= total_items", name="counts"),
+        CheckConstraint("total_items >= 0", name="counts"),
         CheckConstraint("budget_usd IS NULL OR budget_usd > 0", name="budget"),
         CheckConstraint(_in("judge_lane", JUDGE_LANES), name="judge_lane"),
     )
@@ -113,8 +113,6 @@ class Batch(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
     created_by: Mapped[str] = mapped_column(String(255))
     total_items: Mapped[int] = mapped_column(Integer, default=0)
-    # Bumped once per score, in the transaction that finishes it: a cheap, crash-safe progress count.
-    finished_items: Mapped[int] = mapped_column(Integer, default=0)
     # How far the planner got enqueueing (by score position); lets it resume after a crash.
     planned_position: Mapped[int] = mapped_column(Integer, default=-1)
     # When a planner last worked on (or waited for) this batch: the reconciler restarts only a silent one.
