@@ -28,7 +28,7 @@ from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import WorkUnit, compute, load_work
-from assay.scoring.store.db import transaction
+from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers.app import Queue, app, task
@@ -140,37 +140,39 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
         enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
     holder = _Holder(owner, lease, queue)
     todo = deque(ref for ref in refs if ref in works)
-    confirmed = True  # the leases were taken a moment ago
-    while todo:
-        if not confirmed:
-            todo = _confirm(holder, todo)
-            if not todo:
-                break
-        ref = todo.popleft()
-        claim = claims[ref]
-        confirmed = False
-        try:
-            result = compute(works[ref], judge_runtime() if queue == Queue.JUDGE else None)
-        except JudgeDeferred as deferred:
-            _defer(ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd, claim=claim)
-            for waiting in todo:  # the provider cannot take them either: they wait as long, unspent
-                _defer(waiting, owner, deferred.retry_in, deferred.reason, claim=claims[waiting])
-            # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
-            # deferral spends none of the components' attempts, so an outage of any length is waited out.
-            observability.task_retried(queue, "deferred")
-            raise task_self.retry(
-                args=(ref_args([ref, *todo]),), countdown=deferred.retry_in, max_retries=None, exc=deferred
-            )
-        except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
-            log.exception("component %s of score %s raised", ref.component, ref.score_id)
-            backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
-            _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
-            observability.task_retried(queue, "error")
-            enqueuer.enqueue([ref], countdown=backoff)
-            continue
-        todo = _land(ref, result, claim, holder, todo)
-        confirmed = True
-        observability.component_landed(queue, ref.component, result.status)
+    # Whether a finished score completed its batch is asked once the group is done, not per landing.
+    with after_commits_gathered():
+        confirmed = True  # the leases were taken a moment ago
+        while todo:
+            if not confirmed:
+                todo = _confirm(holder, todo)
+                if not todo:
+                    break
+            ref = todo.popleft()
+            claim = claims[ref]
+            confirmed = False
+            try:
+                result = compute(works[ref], judge_runtime() if queue == Queue.JUDGE else None)
+            except JudgeDeferred as deferred:
+                _defer(ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd, claim=claim)
+                for waiting in todo:  # the provider cannot take them either: they wait as long, unspent
+                    _defer(waiting, owner, deferred.retry_in, deferred.reason, claim=claims[waiting])
+                # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
+                # deferral spends none of the components' attempts, so an outage of any length is waited out.
+                observability.task_retried(queue, "deferred")
+                raise task_self.retry(
+                    args=(ref_args([ref, *todo]),), countdown=deferred.retry_in, max_retries=None, exc=deferred
+                )
+            except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
+                log.exception("component %s of score %s raised", ref.component, ref.score_id)
+                backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
+                _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
+                observability.task_retried(queue, "error")
+                enqueuer.enqueue([ref], countdown=backoff)
+                continue
+            todo = _land(ref, result, claim, holder, todo)
+            confirmed = True
+            observability.component_landed(queue, ref.component, result.status)
 
 
 def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str) -> WorkUnit | None:

@@ -220,6 +220,22 @@ def test_after_commit_actions_run_once_after_a_commit_and_never_after_a_rollback
     assert ran == ["second"]
 
 
+def test_after_commit_actions_gathered_run_once_per_key_when_the_block_ends(clean_db):
+    from assay.scoring.store.db import after_commit, after_commits_gathered
+
+    ran: list[str] = []
+    with pytest.raises(RuntimeError), after_commits_gathered():
+        for n in range(3):  # three commits, one batch: checked once
+            with transaction() as s:
+                after_commit(s, ("finish_batch", "b1"), lambda n=n: ran.append(f"b1 after commit {n}"))
+        with pytest.raises(ZeroDivisionError), transaction() as s:
+            after_commit(s, ("finish_batch", "b2"), lambda: ran.append("b2"))
+            1 / 0  # rolled back: its action never runs
+        assert ran == []  # held until the block ends
+        raise RuntimeError("a deferral ends the group early")
+    assert ran == ["b1 after commit 2"]  # still run when the block ends with an exception
+
+
 def test_total_is_the_weighted_sum(clean_db):
     batch_id, scores = make_batch(1)
     refs = plan_all(batch_id)

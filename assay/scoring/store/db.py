@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
@@ -80,7 +81,8 @@ def new_session() -> Session:
 @contextmanager
 def transaction() -> Iterator[Session]:
     """The unit of work at a boundary (request, task): commits on success, rolls back on error, then
-    runs what was registered with ``after_commit`` (each in its own transaction, if it needs one)."""
+    runs what was registered with ``after_commit`` (each in its own transaction, if it needs one), or
+    hands it to the enclosing ``after_commits_gathered``."""
     session = new_session()
     try:
         with session.begin():
@@ -88,20 +90,42 @@ def transaction() -> Iterator[Session]:
         actions = session.info.pop(_AFTER_COMMIT, {})
     finally:
         session.close()
-    for key, action in actions.items():
-        try:
-            action()
-        except Exception:  # the commit stands; what the action was for is left to the reconciler
-            log.exception("after-commit action %s failed", key)
+    gathered = _gathered.get()
+    if gathered is not None:
+        gathered.update(actions)
+    else:
+        _run_after_commit(actions)
 
 
 _AFTER_COMMIT = "assay_after_commit"
+_gathered: ContextVar[dict[Hashable, Callable[[], None]] | None] = ContextVar("assay_after_commits", default=None)
 
 
 def after_commit(session: Session, key: Hashable, action: Callable[[], None]) -> None:
     """Run ``action`` once the session's transaction has committed (once per ``key``); never if it
     rolls back. A crash in between loses it: it must be something a later sweep also does."""
     session.info.setdefault(_AFTER_COMMIT, {})[key] = action
+
+
+@contextmanager
+def after_commits_gathered() -> Iterator[None]:
+    """Hold the after-commit actions of every transaction inside until the block ends, then run each
+    key's once: a task landing several components of one batch checks the batch once, not per commit."""
+    gathered: dict[Hashable, Callable[[], None]] = {}
+    token = _gathered.set(gathered)
+    try:
+        yield
+    finally:
+        _gathered.reset(token)
+        _run_after_commit(gathered)
+
+
+def _run_after_commit(actions: dict[Hashable, Callable[[], None]]) -> None:
+    for key, action in actions.items():
+        try:
+            action()
+        except Exception:  # the commit stands; what the action was for is left to the reconciler
+            log.exception("after-commit action %s failed", key)
 
 
 def dialect_insert(session: Session):  # type: ignore[no-untyped-def]
