@@ -122,6 +122,8 @@ class _LimitsGovernor:
         self._limits = dict(limits)
         self._default = default
         self._namespace = namespace
+        # Per model, what could hold a worker back in what this process last read or wrote.
+        self._known: dict[str, tuple[tuple[str, int | None, int | None, float | None], ...]] = {}
 
     def _effective(self, model: str, observed: dict[str, _Observed]) -> tuple[int, int] | None:
         configured = self._limits.get(model, self._default)
@@ -137,6 +139,7 @@ class _LimitsGovernor:
     def acquire(self, model: str, tokens: int) -> float:
         now = time.time()
         observed = self._observed.get(model)
+        self._known[model] = _binding(observed)
         provider_wait = _provider_wait(observed, tokens, now)
         if provider_wait > 0:
             return provider_wait
@@ -163,8 +166,26 @@ class _LimitsGovernor:
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         observed = parse_ratelimit_headers(headers)
-        if observed:
+        # Most responses say only that plenty is left, as the store already does: writing that again
+        # (every call, from every worker) would cost a round trip per call and tell nobody anything.
+        if observed and _binding(observed) != self._known.get(model):
             self._observed.put(model, observed)
+            self._known[model] = _binding(observed)
+
+
+# Below this share of its limit, what the provider says is left (and when it refills) is news that
+# may hold a worker back; above it, only the limit itself matters.
+LOW_REMAINING_SHARE = 0.25
+
+
+def _binding(observed: dict[str, _Observed]) -> tuple[tuple[str, int | None, int | None, float | None], ...]:
+    """What in an observation could hold a worker back: each limit, and what is left (with its reset)
+    once that is low."""
+    binding = []
+    for dimension, seen in sorted(observed.items()):
+        low = seen.remaining is not None and (seen.limit is None or seen.remaining < seen.limit * LOW_REMAINING_SHARE)
+        binding.append((dimension, seen.limit, seen.remaining if low else None, seen.reset_at if low else None))
+    return tuple(binding)
 
 
 def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float) -> float:

@@ -101,6 +101,31 @@ def test_nothing_left_in_the_provider_window_holds_everyone_until_its_reset(redi
     assert other.acquire(MODEL, 50) == 0.0  # but they cover 50
 
 
+def test_only_news_that_can_hold_a_worker_back_is_written_for_the_fleet(redis_client, key_prefix):
+    limits = {MODEL: RateLimits(requests_per_minute=100, input_tokens_per_minute=1_000_000)}
+    one, other = RedisGovernor(redis_client, key_prefix, limits), RedisGovernor(redis_client, key_prefix, limits)
+
+    def tokens(remaining: int, reset_in: float = 30) -> dict[str, str]:
+        return {
+            "anthropic-ratelimit-input-tokens-limit": "40000",
+            "anthropic-ratelimit-input-tokens-remaining": str(remaining),
+            "anthropic-ratelimit-input-tokens-reset": rfc3339_in(reset_in),
+        }
+
+    def stored_remaining() -> str:
+        return redis_client.hget(f"{key_prefix}:governor-observed:{MODEL}", "tokens:remaining").decode()
+
+    one.observe_headers(MODEL, tokens(39_000))
+    assert stored_remaining() == "39000"  # the limit is news the first time
+    one.observe_headers(MODEL, tokens(38_000))
+    assert stored_remaining() == "39000"  # plenty left, as the store says: not written again
+    other.observe_headers(MODEL, tokens(300))  # another worker finds little left: that is written
+    assert stored_remaining() == "300" and other.acquire(MODEL, 500) > 25  # and holds the fleet back
+    assert one.acquire(MODEL, 500) > 25  # ``one`` reads it too ...
+    one.observe_headers(MODEL, tokens(39_500, reset_in=60))  # ... so its news that the window refilled is written
+    assert stored_remaining() == "39500" and other.acquire(MODEL, 500) == 0.0
+
+
 def test_stale_provider_news_is_ignored(make_governor):
     governor = make_governor({MODEL: RateLimits(requests_per_minute=100, input_tokens_per_minute=1_000_000)})
     governor.observe_headers(
