@@ -229,6 +229,22 @@ def database_size_mb(env: dict[str, str]) -> float:
         return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 1024**2
 
 
+def round_trips(env: dict[str, str]) -> tuple[int, int]:
+    """(Redis commands the server has run, PostgreSQL transactions of the scratch database) so far: the
+    difference over a run, per judgment, is a cost figure the machine's noise does not move. Redis
+    counts are server-wide (everything else on the local Redis too); PostgreSQL's are this database's."""
+    import redis
+
+    commands = sum(stats["calls"] for name, stats in redis.Redis().info("commandstats").items() if name.startswith("cmdstat_"))
+    url = env["ASSAY_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        (transactions,) = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    return commands, transactions
+
+
 def config_with_rate_limit(target: Path, requests_per_minute: int) -> Path:
     """A copy of config/ whose models allow ``requests_per_minute`` (and tokens to match)."""
     import shutil

@@ -88,6 +88,7 @@ def main() -> None:
                 time.sleep(3)
                 items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
                 cpu_before = [harness.cpu_seconds(j.pid) for j in judges]
+                trips_before = harness.round_trips(env)
                 batch_id, upload_s = harness.upload(url, items, suite=suite)
                 view, run_s = harness.wait_batch(url, batch_id)
                 judge_cpu = [harness.cpu_seconds(j.pid) - before for j, before in zip(judges, cpu_before)]
@@ -95,6 +96,8 @@ def main() -> None:
             finally:
                 for proc in [*judges, *workers, api]:
                     proc.stop()
+            # Read once the processes are gone: an exiting backend reports its last statistics.
+            redis_commands, pg_transactions = (after - before for after, before in zip(harness.round_trips(env), trips_before))
         control.post("/_fake/reset")
         loop_rate = asyncio.run(plain_loop(fake_url, args.items, total_concurrency))
     finally:
@@ -112,6 +115,8 @@ def main() -> None:
     print(f"plain asyncio SDK loop    {loop_rate:8.1f} judgments/s   pipeline = {100 * pipeline_rate / loop_rate:.0f}% of it")
     per_worker = ", ".join(f"{c:.1f} s" for c in judge_cpu)
     print(f"judge worker CPU          {1000 * sum(judge_cpu) / args.items:8.2f} ms per judgment   (per worker: {per_worker})")
+    print(f"round trips per judgment  {redis_commands / args.items:8.2f} Redis commands, {pg_transactions / args.items:.2f} "
+          "PostgreSQL transactions   (the whole pipeline: upload, planning, metrics, judge)")
 
 
 if __name__ == "__main__":
