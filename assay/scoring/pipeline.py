@@ -437,7 +437,11 @@ _COUNT_LANDING = (
         raw_judge_output=func.coalesce(bindparam("b_raw_output", type_=Text), _s.raw_judge_output),
         error_kind=func.coalesce(bindparam("b_error_kind", type_=String), _s.error_kind),
     )
-    .returning(_s.components_landed, _s.components_total, _s.batch_id)
+    # What finalizing needs of the score, read here: the landing that completes it has it at hand.
+    .returning(
+        _s.components_landed, _s.components_total, _s.batch_id,
+        _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id,
+    )
 )
 
 
@@ -462,14 +466,14 @@ def land(
     )
     if weight is None:
         return False
-    landed, total, batch_id = session.execute(
+    counted = session.execute(
         _COUNT_LANDING,
         {"b_score_id": ref.score_id, "b_raw_output": result.raw_output, "b_error_kind": "timed_out" if timed_out else None},
     ).one()
     if claim is None or claim.budgeted:
-        _charge(session, batch_id, result.cost_usd)
-    if landed == total:
-        finalize_score(session, ref.score_id)
+        _charge(session, counted.batch_id, result.cost_usd)
+    if counted.components_landed == counted.components_total:
+        finalize_score(session, ref.score_id, score=counted)
     return True
 
 
@@ -486,14 +490,16 @@ class FinalizedScore:
     error_message: str | None
 
 
-_FINALIZING_SCORE = (
-    select(_s.status, _s.criteria_hash, _s.error_kind, _s.batch_id, _s.suite_name, Item.payload)
-    .join(Item, Item.id == _s.item_id, isouter=True)
-    .where(_s.id == bindparam("b_score_id"))
+_FINALIZING_SCORE = select(_s.status, _s.criteria_hash, _s.error_kind, _s.batch_id, _s.suite_name, _s.item_id).where(
+    _s.id == bindparam("b_score_id")
 )
 _FINALIZING_COMPONENTS = select(
     _c.component, _c.status, _c.score, _c.weight, _c.usage, _c.cost_usd, _c.reason, _c.details
 ).where(_c.score_id == bindparam("b_score_id"))
+# For a kind with pass blockers: the item's payload beside each component (one round trip, not two).
+_FINALIZING_COMPONENTS_AND_ITEM = _FINALIZING_COMPONENTS.add_columns(
+    select(Item.payload).where(Item.id == bindparam("b_item_id")).scalar_subquery().label("payload")
+)
 _FINALIZE = (
     update(_scores)
     .where(_s.id == bindparam("b_score_id"))
@@ -511,15 +517,20 @@ _FINALIZE = (
 )
 
 
-def finalize_score(session: Session, score_id: uuid.UUID) -> None:
+def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) -> None:
     """Total, pass and status of a score whose components have all landed (Core statements: this runs
-    once per score on the landing hot path)."""
-    row = session.execute(_FINALIZING_SCORE, {"b_score_id": score_id}).first()
+    once per score on the landing hot path). ``score``: its row as the landing read it, if at hand
+    (status, criteria_hash, error_kind, batch_id, suite_name, item_id). The item is read only for a
+    kind with pass blockers: a session's payload can be megabytes."""
+    row = score if score is not None else session.execute(_FINALIZING_SCORE, {"b_score_id": score_id}).first()
     if row is None or row.status not in ACTIVE_SCORE_STATUSES:
         return
     criteria = load_criteria(session, row.criteria_hash)
     kind = get_kind(criteria.kind)
-    comps = session.execute(_FINALIZING_COMPONENTS, {"b_score_id": score_id}).all()
+    comps = session.execute(
+        _FINALIZING_COMPONENTS if kind.pass_blockers is None else _FINALIZING_COMPONENTS_AND_ITEM,
+        {"b_score_id": score_id, "b_item_id": row.item_id},
+    ).all()
     failed = [comp for comp in comps if comp.status == "failed"]
     ok = [comp for comp in comps if comp.status == "ok"]
     total: float | None = None
@@ -538,7 +549,8 @@ def finalize_score(session: Session, score_id: uuid.UUID) -> None:
         weight = sum(comp.weight for comp in ok)
         total = min(1.0, max(0.0, sum((comp.score or 0.0) * comp.weight for comp in ok) / weight))
         partial = len(ok) < len(comps)
-        blockers = kind.pass_blockers(kind.item_model.model_validate(row.payload)) if row.payload is not None else []
+        payload = comps[0].payload if kind.pass_blockers is not None else None
+        blockers = kind.pass_blockers(kind.item_model.model_validate(payload)) if payload is not None else []
         passed = total >= criteria.threshold - 1e-12 and not blockers
         status, error_kind = "completed", None
         error_message = "; ".join(blockers) or None

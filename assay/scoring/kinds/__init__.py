@@ -20,8 +20,9 @@ class Kind:
     judge_inputs: Callable[[BaseModel], dict[str, str]]
     # Validated verdict -> (score in [0, 1], details to store).
     verdict_score: Callable[[BaseModel], tuple[float, dict[str, Any]]]
-    # Whether a failed (not merely low-scoring) item fails the pass rule, e.g. a KQL query that did not run.
-    pass_blockers: Callable[[BaseModel], list[str]] = lambda item: []
+    # Why an item cannot pass whatever its total, e.g. a KQL query that did not run; None: nothing can
+    # block a pass (finalizing then never reads the item).
+    pass_blockers: Callable[[BaseModel], list[str]] | None = None
     # The kind's report columns for one stored score (exports and reports); None: the generic columns.
     report_row: Callable[[Any], dict[str, Any]] | None = None
     # The judge's placeholder values fitted to the judge model's context window, and details to store
