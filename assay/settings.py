@@ -80,7 +80,8 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Judge components per task message, judged one after another (1: one per message). A publish"
-            " of few components is split into at least judge_concurrency messages, so none waits idle."
+            " of few components is split into at least judge_concurrency messages, so none waits idle, and"
+            " a batch's last planner chunk goes one per message, so its end spreads over every thread."
         ),
     )
     embedded_stall_seconds: float = Field(

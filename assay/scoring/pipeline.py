@@ -107,6 +107,8 @@ def pending_score(
 class PlanStep:
     refs: list[ComponentRef]
     finished: bool
+    # ``refs`` are the batch's last components (nothing left to plan after them).
+    last: bool = False
 
 
 def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanStep:
@@ -115,7 +117,7 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
     The caller commits, then publishes ``refs``. A crash between the two loses only messages, which
     the reconciler re-sends; ``planned_position`` makes a restarted planner resume where it stopped.
     """
-    # Wait for the row rather than skip it: landings lock it for a moment to count finished scores,
+    # Wait for the row rather than skip it: the check that completes a batch locks it for a moment,
     # and a planner that skipped it would stop with the batch unplanned. Two planners serialize here,
     # and the second resumes from the first's planned_position.
     batch = session.scalar(select(Batch).where(Batch.id == batch_id).with_for_update())
@@ -126,8 +128,10 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         select(Score.id, Score.position, Score.criteria_hash)
         .where(Score.batch_id == batch_id, Score.position > batch.planned_position)
         .order_by(Score.position)
-        .limit(chunk_size)
+        .limit(chunk_size + 1)  # one more than the chunk: whether anything is left after it
     ).all()
+    last = len(rows) <= chunk_size
+    rows = rows[:chunk_size]
     now = utcnow()
     if not rows:
         batch.status = "running"
@@ -135,7 +139,7 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         return PlanStep([], finished=True)
     refs = create_components(session, [(r.id, r.criteria_hash) for r in rows], now, judge_lane=batch.judge_lane)
     batch.planned_position = rows[-1].position
-    return PlanStep(refs, finished=False)
+    return PlanStep(refs, finished=False, last=last)
 
 
 # The reason a batch-lane judge component waits with: the provider-batch submitter looks for it.

@@ -61,16 +61,20 @@ class CeleryEnqueuer:
     """Publishes component tasks to their queues: a metric component per message; judge components
     in groups (``judge_group_size``), which spares most of Celery's and the store's per-task work."""
 
-    def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
+    def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None, *, last: bool = False) -> None:
+        """``last``: the batch's last components, one per message. Groups are judged one component
+        after another, so a final round of groups would keep a few threads busy for a group's length
+        while the rest idle; single components spread over every thread, and the batch ends with them."""
         if not refs:
             return
         settings = get_settings()
         judge = [ref for ref in refs if ref.queue == Queue.JUDGE]
         groups = [[ref] for ref in refs if ref.queue != Queue.JUDGE]
+        most = 1 if last else settings.judge_group_size
         with app.producer_or_acquire() as producer:
             for group in groups:
                 metric_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
-            for group in judge_groups(judge, settings.judge_group_size, settings.judge_concurrency):
+            for group in judge_groups(judge, most, settings.judge_concurrency):
                 judge_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
 
 
@@ -115,7 +119,7 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
             return
         with transaction() as session:
             step = pipeline.plan_chunk(session, uuid.UUID(batch_id), settings.plan_chunk_size)
-        enqueuer.enqueue(step.refs)
+        enqueuer.enqueue(step.refs, last=step.last)
         if step.finished:
             return
     # Keep each run short so a killed planner loses little; the batch row says where to resume.

@@ -68,11 +68,13 @@ def test_planner_creates_components_in_chunks_and_resumes(clean_db):
     batch_id, scores = make_batch(3)
     with transaction() as s:
         first = pipeline.plan_chunk(s, batch_id, chunk_size=2)
-    assert {r.score_id for r in first.refs} == set(scores[:2]) and not first.finished
+    assert {r.score_id for r in first.refs} == set(scores[:2]) and not first.finished and not first.last
     with transaction() as s:
         assert s.get(Batch, batch_id).planned_position == 2
-    rest = plan_all(batch_id)
-    assert {r.score_id for r in rest} == {scores[2]}
+    with transaction() as s:
+        second = pipeline.plan_chunk(s, batch_id, chunk_size=2)
+    assert {r.score_id for r in second.refs} == {scores[2]} and second.last and not second.finished
+    assert plan_all(batch_id) == []
     with transaction() as s:
         assert s.get(Batch, batch_id).status == "running"
     queues = {r.component: r.queue for r in first.refs}

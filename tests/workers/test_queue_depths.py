@@ -35,6 +35,8 @@ def test_judge_components_travel_in_groups_but_a_small_publish_is_spread(clean_d
         assert queue_depths()["judge"] == before + 5  # 40 in messages of 8
         enqueuer.enqueue([ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(3)])
         assert queue_depths()["judge"] == before + 5 + 3  # fewer than the threads: one each
+        enqueuer.enqueue([ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(40)], last=True)
+        assert queue_depths()["judge"] == before + 5 + 3 + 40  # a batch's last chunk: one each
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_purge("judge")
