@@ -463,5 +463,12 @@ def test_a_judge_claim_reads_whether_the_batch_spent_its_budget(backend, request
     assert {name for name, c in seen.items() if c.budget_spent} == {"spent", "stopped"}
     # An unchecked claim cannot tell, so it says budgeted (a landing then counts the spend).
     assert {name for name, c in seen.items() if c.budgeted} == {"within", "spent", "stopped", "unchecked"}
+    with tx() as s:  # a group's confirmation reads the same, for all the rest in one statement
+        assert pipeline.confirm_leases(s, [no_budget, within, spent, stopped], "w", 60, check_budget=True) == {
+            no_budget: "held", within: "held", spent: "budget_spent", stopped: "budget_spent",
+        }
+        assert pipeline.confirm_leases(s, [within, unchecked], "other", 60, check_budget=True) == {
+            within: "lost", unchecked: "lost",
+        }
     if engine is not None:
         engine.dispose()
