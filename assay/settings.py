@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     history_service_timeout_seconds: float = Field(10.0, gt=0, description="Timeout of one history service request.")
 
     # Pipeline
-    plan_chunk_size: int = Field(500, description="Component tasks the planner enqueues per chunk.")
+    plan_chunk_size: int = Field(500, description="Scores whose components the planner enqueues per chunk.")
     max_queue_depth: int = Field(20_000, description="Planner pauses while a queue holds more messages.")
     metrics_lease_seconds: int = 300
     judge_lease_seconds: int = 900
