@@ -239,8 +239,8 @@ def claim_many(
         )
         .returning(
             c.score_id, c.component, c.attempts, c.usage, c.cost_usd,
-            literal_column(_BUDGET_STATE_SQL.format(test=_SPENT) if check_budget else "0").label("budget_spent"),
-            literal_column(_BUDGET_STATE_SQL.format(test=_BUDGETED) if check_budget else "0").label("budgeted"),
+            _budget_state(_SPENT, check_budget).label("budget_spent"),
+            _budget_state(_BUDGETED, check_budget).label("budgeted"),
         )
     ).all()
     claims: dict[ComponentRef, Claim] = {
@@ -289,7 +289,7 @@ def _confirm_statement(check_budget: bool) -> Any:
         .returning(
             _c.score_id,
             _c.component,
-            literal_column(_BUDGET_STATE_SQL.format(test=_SPENT) if check_budget else "0").label("budget_spent"),
+            _budget_state(_SPENT, check_budget).label("budget_spent"),
         )
     )
 
@@ -652,6 +652,13 @@ _SPENT = (
     " OR (assay_b.budget_usd IS NOT NULL AND assay_b.spent_usd >= assay_b.budget_usd)"
 )
 _BUDGETED = "assay_b.budget_usd IS NOT NULL"
+
+
+def _budget_state(test: str, wanted: bool) -> Any:
+    """1 or 0 for a component's batch (``_SPENT``, ``_BUDGETED``), or a constant 0 when not ``wanted``."""
+    return literal_column(_BUDGET_STATE_SQL.format(test=test) if wanted else "0")
+
+
 _CONFIRM = {check: _confirm_statement(check) for check in (False, True)}
 
 

@@ -146,15 +146,9 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
     todo = deque(ref for ref in refs if ref in works)
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
     with after_commits_gathered():
-        confirmed = True  # the leases were taken a moment ago
         while todo:
-            if not confirmed:
-                todo = _confirm(holder, todo)
-                if not todo:
-                    break
             ref = todo.popleft()
             claim = claims[ref]
-            confirmed = False
             try:
                 result = compute(works[ref], judge_runtime() if queue == Queue.JUDGE else None)
             except JudgeDeferred as deferred:
@@ -173,9 +167,9 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
                 _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
                 observability.task_retried(queue, "error")
                 enqueuer.enqueue([ref], countdown=backoff)
+                todo = _confirm(holder, todo)  # nothing landed to confirm the rest with
                 continue
             todo = _land(ref, result, claim, holder, todo)
-            confirmed = True
             observability.component_landed(queue, ref.component, result.status)
 
 
