@@ -111,10 +111,15 @@ def start_api(env: dict[str, str]) -> tuple[Proc, str]:
     return proc, url
 
 
-def start_fake(latency: float) -> tuple[Proc, str]:
+def start_fake(latency: float, requests_per_minute: int | None = None) -> tuple[Proc, str]:
+    """The fake judge; ``requests_per_minute`` is the limit its ``anthropic-ratelimit-*`` headers report
+    (the fake's default is 4,000, which the governor would honour and which a long run would reach)."""
     port = free_port()
+    limits = []
+    if requests_per_minute is not None:
+        limits = ["--requests-limit", str(requests_per_minute), "--input-tokens-limit", str(requests_per_minute * 10_000)]
     proc = Proc(
-        [sys.executable, "-m", "tests.fakes.anthropic_server", "--port", str(port), "--latency", str(latency)],
+        [sys.executable, "-m", "tests.fakes.anthropic_server", "--port", str(port), "--latency", str(latency), *limits],
         dict(os.environ, PYTHONPATH=str(REPO)),
         "fake",
     )

@@ -70,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     total_concurrency = args.concurrency * args.judge_workers
 
-    fake, fake_url = harness.start_fake(args.latency)
+    fake, fake_url = harness.start_fake(args.latency, args.rpm)
     control = httpx.Client(base_url=fake_url)
     try:
         with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:

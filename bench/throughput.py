@@ -28,8 +28,8 @@ def main() -> None:
     args = parser.parse_args()
 
     with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
-        fake, fake_url = harness.start_fake(args.latency)
-        # Lift the configured rate limits: this measures the pipeline, not the governor's cap.
+        # Lift the configured and the reported rate limits: this measures the pipeline, not the governor's cap.
+        fake, fake_url = harness.start_fake(args.latency, 1_000_000)
         config = harness.config_with_rate_limit(Path(tmp) / "config", 1_000_000)
         env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url, "ASSAY_CONFIG_DIR": str(config)}
         api, url = harness.start_api(env)
