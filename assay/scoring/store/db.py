@@ -26,8 +26,8 @@ _reserved_connections = 0
 
 
 def reserve_connections(n: int) -> None:
-    """Let the pool grow to ``n`` connections: a threads worker whose threads outnumber the pool would
-    have them queue for a connection (applies to engines made from now on)."""
+    """Keep ``n`` connections in the pool: a threads worker whose threads outnumber the pool would have
+    them queue for a connection (applies to engines made from now on)."""
     global _reserved_connections
     _reserved_connections = max(_reserved_connections, n)
 
@@ -47,8 +47,10 @@ def make_engine(url: str) -> Engine:
 
         return engine
     settings = get_settings()
-    overflow = max(settings.db_max_overflow, _reserved_connections - settings.db_pool_size)
-    return create_engine(url, pool_pre_ping=True, pool_size=settings.db_pool_size, max_overflow=overflow)
+    # Kept open, not only allowed: a threads worker would otherwise close and reopen its overflow
+    # connections all the time (a new backend per transaction at worst).
+    pool_size = max(settings.db_pool_size, _reserved_connections)
+    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=settings.db_max_overflow)
 
 
 def get_engine() -> Engine:
