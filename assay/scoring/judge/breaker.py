@@ -7,6 +7,11 @@ caller gets through as the probe --(its success)--> closed, --(its failure)--> o
 Lua script, so two workers can never both take the probe. ``InProcessBreaker`` has the same semantics
 for the embedded (single-process) mode. Only transient failures are recorded as failures (see
 ``retry.is_transient``): a 4xx or an unusable answer is the item's problem, not the provider's.
+
+A success resets the count of failures. ``before_call`` says whether a success of that call would be
+news: when the breaker was closed with no failure counted, it is not, and is not written (one round
+trip to Redis per call saved). So a success resets the failures its call found when it was sent; a
+failure recorded while it was in flight (a storm beginning) still counts, as it should.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ class BreakerOpen(Exception):
 
 
 class Breaker(Protocol):
-    def before_call(self, model: str) -> None:
-        """Return if a call may be sent now; raise ``BreakerOpen`` otherwise."""
+    def before_call(self, model: str) -> bool:
+        """Return if a call may be sent now (raise ``BreakerOpen`` otherwise): whether its success must
+        be recorded (failures are counted, or it is the half-open probe)."""
 
     def record_success(self, model: str) -> None: ...
 
@@ -67,10 +73,15 @@ def _status_row(
 # All scripts take the server's clock so workers with skewed clocks agree on the cool-down.
 _NOW = "local t = redis.call('TIME'); local now = tonumber(t[1]) + tonumber(t[2]) / 1000000\n"
 
-# KEYS: state hash, probe lock. ARGV: cooldown seconds, probe lock ttl ms.
-# Returns {verdict, wait}: verdict 1 = closed, go; 2 = you are the probe, go; 0 = refused, wait seconds.
+# KEYS: state hash, probe lock, models set. ARGV: cooldown seconds, probe lock ttl ms, model.
+# Returns {verdict, wait}: verdict 1 = closed, go; 2 = you are the probe, go; 3 = closed with failures
+# counted, go; 0 = refused, wait seconds. The model joins the set ``status`` lists on its first call.
 _BEFORE_CALL = _NOW + """
-if redis.call('HGET', KEYS[1], 'state') ~= 'open' then return {1, '0'} end
+if redis.call('HGET', KEYS[1], 'state') ~= 'open' then
+  if tonumber(redis.call('HGET', KEYS[1], 'failures') or '0') > 0 then return {3, '0'} end
+  redis.call('SADD', KEYS[3], ARGV[3])
+  return {1, '0'}
+end
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'opened_at')) + tonumber(ARGV[1])
 if now < probe_at then return {0, tostring(probe_at - now)} end
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return {2, '0'} end
@@ -141,10 +152,11 @@ class RedisBreaker:
         state = self._state_key(model)
         return [state, f"{state}:probe", f"{self._prefix}:breaker-models"]
 
-    def before_call(self, model: str) -> None:
-        verdict, wait = self._before_call(keys=self._keys(model)[:2], args=[self.cooldown_seconds, self._probe_ttl_ms])
+    def before_call(self, model: str) -> bool:
+        verdict, wait = self._before_call(keys=self._keys(model), args=[self.cooldown_seconds, self._probe_ttl_ms, model])
         if int(verdict) == 0:
             raise BreakerOpen(model, float(wait))
+        return int(verdict) != 1
 
     def record_failure(self, model: str) -> None:
         self._record_failure(keys=self._keys(model), args=[model, self.threshold, self.cooldown_seconds])
@@ -193,18 +205,18 @@ class InProcessBreaker:
         self._models: dict[str, _ModelState] = {}
         self._lock = threading.Lock()
 
-    def before_call(self, model: str) -> None:
+    def before_call(self, model: str) -> bool:
         with self._lock:
-            st = self._models.get(model)
-            if st is None or st.state != OPEN or st.opened_at is None:
-                return
+            st = self._models.setdefault(model, _ModelState())
+            if st.state != OPEN or st.opened_at is None:
+                return st.failures > 0
             now = time.time()
             probe_at = st.opened_at + self.cooldown_seconds
             if now < probe_at:
                 raise BreakerOpen(model, probe_at - now)
             if now >= st.probe_until:
                 st.probe_until = now + self._probe_timeout
-                return
+                return True
             raise BreakerOpen(model, max(0.05, min(st.probe_until - now, self.cooldown_seconds)))
 
     def record_failure(self, model: str) -> None:

@@ -216,7 +216,7 @@ class _Judgment:
 
     def _attempt(self, messages: list[dict[str, Any]], tokens: int) -> Message:
         model = self.request.model
-        self.breaker.before_call(model)
+        success_is_news = self.breaker.before_call(model)
         self._wait_for_governor(tokens)
         self.calls += 1
         system = self.prompt.system_blocks()
@@ -234,7 +234,7 @@ class _Judgment:
             _bookkeep(self.governor.observe_headers, model, exc.response.headers)
             if is_transient(exc):
                 _bookkeep(self.breaker.record_failure, model)
-            else:
+            elif success_is_news:
                 # The provider is up and answering; a 4xx is this request's problem. Counting it as a
                 # success also releases a half-open probe slot instead of leaving it to expire.
                 _bookkeep(self.breaker.record_success, model)
@@ -244,7 +244,8 @@ class _Judgment:
             _bookkeep(self.breaker.record_failure, model)
             raise
         _bookkeep(self.governor.observe_headers, model, raw.headers)
-        _bookkeep(self.breaker.record_success, model)
+        if success_is_news:
+            _bookkeep(self.breaker.record_success, model)
         observability.judge_call(model, raw)
         message = raw.parse()
         for name, tokens in usage_of(message).items():

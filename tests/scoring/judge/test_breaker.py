@@ -49,6 +49,21 @@ def test_a_success_resets_the_consecutive_count(make_breaker):
     assert state_of(breaker) == expected
 
 
+def test_before_call_says_whether_a_success_would_be_news(make_breaker):
+    breaker = make_breaker(threshold=2, cooldown_seconds=COOLDOWN)
+    assert breaker.before_call(MODEL) is False  # closed, nothing counted: a success changes nothing
+    assert state_of(breaker) == {
+        "model": MODEL, "state": "closed", "failures": 0, "opened_at": None, "next_probe_at": None
+    }  # listed from its first call on, success recorded or not
+    breaker.record_failure(MODEL)
+    assert breaker.before_call(MODEL) is True  # a success now resets the count
+    breaker.record_success(MODEL)
+    assert breaker.before_call(MODEL) is False
+    trip(breaker, 2)
+    time.sleep(COOLDOWN + 0.05)
+    assert breaker.before_call(MODEL) is True  # the probe: its success closes the breaker
+
+
 def test_models_have_separate_breakers(make_breaker):
     breaker = make_breaker(threshold=2, cooldown_seconds=30)
     trip(breaker, 2, model="model-a")

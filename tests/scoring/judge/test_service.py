@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from dataclasses import replace
 
 import pydantic
 import pytest
 
-from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
+from assay.scoring.judge.breaker import BreakerOpen, InProcessBreaker, RedisBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
 from assay.scoring.judge.prompt import render_prompt
 from assay.scoring.judge.retry import RetryPolicy
@@ -321,12 +322,12 @@ class _FlakyStore(InProcessBreaker):
         super().__init__()
         self.fail_on = fail_on
 
-    def before_call(self, model: str) -> None:
+    def before_call(self, model: str) -> bool:
         if self.fail_on == "before_call":
             import redis
 
             raise redis.ConnectionError("Connection refused")
-        super().before_call(model)
+        return super().before_call(model)
 
     def record_success(self, model: str) -> None:
         if self.fail_on == "record_success":
@@ -337,9 +338,57 @@ class _FlakyStore(InProcessBreaker):
 
 
 def test_a_paid_answer_survives_a_store_outage_while_it_is_recorded(judge, fake):
-    outcome = judge(request_for("paid"), breaker=_FlakyStore("record_success"))
+    breaker = _FlakyStore("record_success")
+    breaker.record_failure(MODEL)  # so this call's success is news, and is recorded
+    outcome = judge(request_for("paid"), breaker=breaker)
     assert isinstance(outcome.verdict, KqlGrade) and outcome.calls == 1
     assert fake.calls()["total"] == 1
+
+
+class _CountingBreaker(InProcessBreaker):
+    def __init__(self) -> None:
+        super().__init__()
+        self.successes_recorded = 0
+
+    def record_success(self, model: str) -> None:
+        self.successes_recorded += 1
+        super().record_success(model)
+
+
+def test_a_success_is_recorded_only_when_it_is_news(judge, fake):
+    """A success found the breaker closed with nothing counted: nothing to write. After a failure, the
+    next success resets the count (and a 4xx, the provider answering, does the same)."""
+    breaker = _CountingBreaker()
+    judge(request_for("clean"), breaker=breaker)
+    assert breaker.successes_recorded == 0
+
+    breaker.record_failure(MODEL)
+    judge(request_for("after a failure"), breaker=breaker)
+    assert breaker.successes_recorded == 1
+    assert breaker.status()[0]["failures"] == 0
+
+    breaker.record_failure(MODEL)
+    fake.script({"kind": "error", "status": 400})
+    outcome = judge(request_for("bad request"), breaker=breaker)
+    assert outcome.failure is not None and breaker.successes_recorded == 2
+    assert breaker.status()[0]["failures"] == 0
+
+
+def test_failures_during_a_clean_call_are_not_reset_by_its_success(judge, fake):
+    """A storm beginning while a call sent into a healthy provider is in flight: its late success
+    does not wipe the failures counted meanwhile, so the breaker still opens on time."""
+    breaker = InProcessBreaker(threshold=3)
+    fake.script({"kind": "ok", "latency": 0.5})
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (judge(request_for("slow"), breaker=breaker), done.set()))
+    worker.start()
+    time.sleep(0.2)
+    for _ in range(3):
+        breaker.record_failure(MODEL)
+    worker.join(5)
+    assert done.is_set()
+    with pytest.raises(BreakerOpen):
+        breaker.before_call(MODEL)
 
 
 def test_no_call_without_the_breaker_store_the_judgment_is_deferred(judge, fake):
