@@ -48,9 +48,12 @@ def make_engine(url: str) -> Engine:
         return engine
     settings = get_settings()
     # Kept open, not only allowed: a threads worker would otherwise close and reopen its overflow
-    # connections all the time (a new backend per transaction at worst).
+    # connections all the time (a new backend per transaction at worst). LIFO: a quiet moment reuses
+    # the few most recent connections rather than cycling through every one.
     pool_size = max(settings.db_pool_size, _reserved_connections)
-    return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=settings.db_max_overflow)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=pool_size, max_overflow=settings.db_max_overflow, pool_use_lifo=True
+    )
 
 
 def get_engine() -> Engine:
