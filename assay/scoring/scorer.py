@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,12 +64,25 @@ def _suite_options(session: Session, suite_name: str) -> dict[str, Any]:
     return hit[1]
 
 
+_WORK_ROWS = select(Score.id, Score.criteria_hash, Score.suite_name, Score.created_at, Item.payload).join(
+    Item, Item.id == Score.item_id
+)
+
+
+def work_rows(session: Session, score_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, Any]:
+    """What ``work_from_row`` needs of several scores, in one query (a claimed group reads them together)."""
+    if not score_ids:
+        return {}
+    return {row.id: row for row in session.execute(_WORK_ROWS.where(Score.id.in_(score_ids)))}
+
+
 def load_work(session: Session, ref: ComponentRef) -> WorkUnit | None:
-    row = session.execute(
-        select(Score.criteria_hash, Score.suite_name, Score.created_at, Item.payload)
-        .join(Item, Item.id == Score.item_id)
-        .where(Score.id == ref.score_id)
-    ).first()
+    return work_from_row(session, ref, work_rows(session, [ref.score_id]).get(ref.score_id))
+
+
+def work_from_row(session: Session, ref: ComponentRef, row: Any) -> WorkUnit | None:
+    """The work of ``ref`` from its score's row (None: the score is gone). Raises ``AssayError`` or a
+    pydantic ``ValidationError`` when the stored work cannot be read."""
     if row is None:
         return None
     criteria = load_criteria(session, row.criteria_hash)

@@ -27,7 +27,7 @@ from assay.scoring.errors import AssayError
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, compute, load_work
+from assay.scoring.scorer import WorkUnit, compute, work_from_row, work_rows
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
@@ -138,7 +138,12 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
     # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
     with transaction() as session:
         claims = pipeline.claim_many(session, refs, owner, lease, check_budget=queue == Queue.JUDGE)
-        works = {ref: work for ref in refs if (work := _claimed_work(session, ref, claims[ref], owner)) is not None}
+        rows = work_rows(session, {ref.score_id for ref in refs if claims[ref].state == "claimed"})
+        works = {
+            ref: work
+            for ref in refs
+            if (work := _claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
+        }
     busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
     if busy:
         enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
@@ -173,9 +178,10 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
             observability.component_landed(queue, ref.component, result.status)
 
 
-def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str) -> WorkUnit | None:
-    """The work of a component this task claimed, or None when there is nothing to compute: not
-    claimed, failed as poison, stopped by its batch's budget, or its stored work unreadable."""
+def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str, row: Any) -> WorkUnit | None:
+    """The work of a component this task claimed (``row``: its score's, from ``work_rows``), or None
+    when there is nothing to compute: not claimed, failed as poison, stopped by its batch's budget, or
+    its stored work unreadable."""
     if claim.state != "claimed":
         return None  # landed already (a duplicate delivery), gone (deleted batch), or busy elsewhere
     if pipeline.expire_poison(session, ref, claim.attempts, get_settings().max_component_attempts):
@@ -184,7 +190,7 @@ def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner:
         pipeline.stop_for_budget(session, ref, owner)
         return None
     try:
-        return load_work(session, ref)
+        return work_from_row(session, ref, row)
     except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
         pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
         return None
