@@ -27,7 +27,9 @@ class Settings(BaseSettings):
         "postgresql+psycopg://postgres@127.0.0.1:5432/assay",
         description="SQLAlchemy URL of the store (Postgres in production, SQLite in embedded mode).",
     )
-    db_pool_size: int = Field(10, ge=1, description="Connections kept open per process (a threads worker keeps at least one per thread).")
+    db_pool_size: int = Field(
+        10, ge=1, description="Connections kept open per process (a threads worker keeps at least one per thread)."
+    )
     db_max_overflow: int = Field(30, ge=0, description="Extra connections a busy process may open.")
     broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker URL.")
     broker_key_prefix: str = Field(

@@ -111,13 +111,18 @@ def start_api(env: dict[str, str]) -> tuple[Proc, str]:
     return proc, url
 
 
+# Input tokens per minute a lifted rate limit allows per request per minute (configured and reported).
+TOKENS_PER_REQUEST = 10_000
+
+
 def start_fake(latency: float, requests_per_minute: int | None = None) -> tuple[Proc, str]:
     """The fake judge; ``requests_per_minute`` is the limit its ``anthropic-ratelimit-*`` headers report
     (the fake's default is 4,000, which the governor would honour and which a long run would reach)."""
     port = free_port()
     limits = []
     if requests_per_minute is not None:
-        limits = ["--requests-limit", str(requests_per_minute), "--input-tokens-limit", str(requests_per_minute * 10_000)]
+        tokens = requests_per_minute * TOKENS_PER_REQUEST
+        limits = ["--requests-limit", str(requests_per_minute), "--input-tokens-limit", str(tokens)]
     proc = Proc(
         [sys.executable, "-m", "tests.fakes.anthropic_server", "--port", str(port), "--latency", str(latency), *limits],
         dict(os.environ, PYTHONPATH=str(REPO)),
@@ -260,7 +265,7 @@ def config_with_rate_limit(target: Path, requests_per_minute: int) -> Path:
     models = yaml.safe_load((target / "models.yaml").read_text())
     for model in models["models"].values():
         model["requests_per_minute"] = requests_per_minute
-        model["input_tokens_per_minute"] = requests_per_minute * 10_000
+        model["input_tokens_per_minute"] = requests_per_minute * TOKENS_PER_REQUEST
     (target / "models.yaml").write_text(yaml.safe_dump(models))
     return target
 

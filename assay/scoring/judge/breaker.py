@@ -153,7 +153,8 @@ class RedisBreaker:
         return [state, f"{state}:probe", f"{self._prefix}:breaker-models"]
 
     def before_call(self, model: str) -> bool:
-        verdict, wait = self._before_call(keys=self._keys(model), args=[self.cooldown_seconds, self._probe_ttl_ms, model])
+        args = [self.cooldown_seconds, self._probe_ttl_ms, model]
+        verdict, wait = self._before_call(keys=self._keys(model), args=args)
         if int(verdict) == 0:
             raise BreakerOpen(model, float(wait))
         return int(verdict) != 1
