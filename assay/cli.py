@@ -558,7 +558,14 @@ def api(
 def worker(
     queues: Annotated[str, typer.Option(help="Comma-separated: metrics, judge, control.")] = "metrics,judge,control",
     pool: Annotated[Optional[str], typer.Option(help="prefork or threads (default: threads when judge is the only queue)")] = None,
-    concurrency: Annotated[Optional[int], typer.Option(min=1)] = None,
+    concurrency: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            help="Task threads or processes. Default: for a threads pool ceil(ASSAY_JUDGE_CONCURRENCY / "
+            "ASSAY_JUDGE_GROUP_SIZE), each task making its judge group's calls at once; else the CPU count.",
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
     metrics_port: Annotated[
         Optional[int],
@@ -572,7 +579,7 @@ def worker(
     ] = None,
 ) -> None:
     """Start a Celery worker on the given queues (task events on, for Flower)."""
-    from assay.settings import get_settings
+    from assay.settings import get_settings, judge_task_threads
 
     if metrics_port is not None:
         # Multiprocess mode must be on before prometheus_client is first imported: the pool's
@@ -591,7 +598,9 @@ def worker(
     if unknown:
         _fail(f"unknown queue(s): {', '.join(sorted(unknown))}")
     chosen_pool = pool or ("threads" if names == ["judge"] else "prefork")
-    threads = concurrency or (get_settings().judge_concurrency if chosen_pool == "threads" else os.cpu_count() or 2)
+    settings = get_settings()
+    judge_threads = judge_task_threads(settings.judge_concurrency, settings.judge_group_size)
+    threads = concurrency or (judge_threads if chosen_pool == "threads" else os.cpu_count() or 2)
     from assay.workers.app import app
 
     app.worker_main(["worker", "-Q", ",".join(names), "-P", chosen_pool, "-c", str(threads), "-E", "-l", loglevel])

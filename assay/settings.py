@@ -76,14 +76,20 @@ class Settings(BaseSettings):
     requeue_after_seconds: int = Field(
         900, description="A pending component enqueued longer ago than this is assumed lost and re-enqueued."
     )
-    judge_concurrency: int = Field(16, ge=1, description="Threads of a judge worker (`assay worker`'s default).")
+    judge_concurrency: int = Field(
+        16,
+        ge=1,
+        description=(
+            "Judge calls in flight per judge worker: `assay worker --queues judge` runs"
+            " ceil(judge_concurrency / judge_group_size) task threads by default."
+        ),
+    )
     judge_group_size: int = Field(
         8,
         ge=1,
         description=(
-            "Judge components per task message, judged one after another (1: one per message). A publish"
-            " of few components is split into at least judge_concurrency messages, so none waits idle, and"
-            " a batch's last planner chunk goes one per message, so its end spreads over every thread."
+            "Judge components per task message, whose calls the task makes at once and whose results"
+            " it lands together as they come in (1: one per message)."
         ),
     )
     embedded_stall_seconds: float = Field(
@@ -136,3 +142,9 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def judge_task_threads(calls_in_flight: int, group_size: int) -> int:
+    """Task threads of a judge worker that keep ``calls_in_flight`` calls going: each task makes its
+    group's calls at once."""
+    return max(1, -(-calls_in_flight // group_size))

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from assay.settings import get_settings, judge_task_threads
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -144,6 +146,12 @@ def start_worker(env: dict[str, str], queues: str, pool: str, concurrency: int, 
     )
     time.sleep(0.5)
     return proc
+
+
+def start_judge_worker(env: dict[str, str], calls_in_flight: int, name: str) -> Proc:
+    """A judge worker keeping ``calls_in_flight`` calls going, as ``assay worker --queues judge`` does
+    with ``ASSAY_JUDGE_CONCURRENCY``: its task threads each make their group's calls at once."""
+    return start_worker(env, "judge", "threads", judge_task_threads(calls_in_flight, get_settings().judge_group_size), name)
 
 
 def _children(pid: int) -> list[int]:

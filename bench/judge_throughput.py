@@ -7,8 +7,10 @@ copy of config/ with --rpm requests/minute), so the pipeline is measured, not th
 
 With ``--judge-only`` the items are scored by a copy of the KQL suite whose only component is the
 judge, so the metrics' CPU (a parse and an offline execution per item) does not compete with the
-judge path on a small machine. ``--judge-workers 2`` starts two judge worker processes (as two hosts
-would run them), each with ``--concurrency`` threads: total concurrency doubles.
+judge path on a small machine. ``--concurrency`` is the judge calls in flight per judge worker (its
+task threads, concurrency / group size of them, each make their group's calls at once).
+``--judge-workers 2`` starts two judge worker processes (as two hosts would run them): total
+concurrency doubles.
 
     .venv/bin/python -m bench.judge_throughput --latency 2 --concurrency 64 --items 1280
     .venv/bin/python -m bench.judge_throughput --latency 0.05 --concurrency 64 --items 2000 --judge-only
@@ -26,6 +28,7 @@ from pathlib import Path
 import anthropic
 import httpx
 
+from assay.settings import get_settings, judge_task_threads
 from bench import harness
 
 
@@ -65,10 +68,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rpm", type=int, default=1_000_000, help="requests/minute the governor allows per model")
-    parser.add_argument("--judge-workers", type=int, default=1, help="judge worker processes, each with --concurrency")
+    parser.add_argument("--judge-workers", type=int, default=1, help="judge worker processes, each with --concurrency calls in flight")
     parser.add_argument("--judge-only", action="store_true", help="score with a suite whose only component is the judge")
     args = parser.parse_args()
     total_concurrency = args.concurrency * args.judge_workers
+    threads = judge_task_threads(args.concurrency, get_settings().judge_group_size)
 
     fake, fake_url = harness.start_fake(args.latency, args.rpm)
     control = httpx.Client(base_url=fake_url)
@@ -82,7 +86,7 @@ def main() -> None:
             api, url = harness.start_api(env)
             workers = [harness.start_worker(env, "metrics,control", "prefork", 2, "metrics")]
             judges = [
-                harness.start_worker(env, "judge", "threads", args.concurrency, f"judge{n}") for n in range(args.judge_workers)
+                harness.start_judge_worker(env, args.concurrency, f"judge{n}") for n in range(args.judge_workers)
             ]
             try:
                 time.sleep(3)
@@ -107,7 +111,7 @@ def main() -> None:
     bound = total_concurrency / args.latency if args.latency else float("inf")
     print(
         f"judgments {args.items}, latency {args.latency * 1000:.0f} ms, {args.judge_workers} judge worker(s) x "
-        f"{args.concurrency} threads = concurrency {total_concurrency}, suite {suite}"
+        f"{args.concurrency} calls ({threads} task threads) = concurrency {total_concurrency}, suite {suite}"
     )
     print(f"pipeline (steady state)   {pipeline_rate:8.1f} judgments/s   ({view['progress']['completed']} completed, "
           f"{view['progress']['errored']} errored; upload → done {upload_s + run_s:.1f} s)")

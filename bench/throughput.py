@@ -23,7 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.0, help="fake judge latency in seconds")
-    parser.add_argument("--judge-concurrency", type=int, default=16)
+    parser.add_argument("--judge-concurrency", type=int, default=16, help="judge calls in flight")
     parser.add_argument("--metrics-concurrency", type=int, default=2)
     args = parser.parse_args()
 
@@ -35,7 +35,7 @@ def main() -> None:
         api, url = harness.start_api(env)
         workers = [
             harness.start_worker(env, "metrics,control", "prefork", args.metrics_concurrency, "metrics"),
-            harness.start_worker(env, "judge", "threads", args.judge_concurrency, "judge"),
+            harness.start_judge_worker(env, args.judge_concurrency, "judge"),
         ]
         try:
             time.sleep(3)  # let the workers finish importing before the clock starts
@@ -50,7 +50,7 @@ def main() -> None:
             total_s = upload_s + run_s
             p = view["progress"]
             print(f"items                 {args.items}")
-            print(f"fake judge latency    {args.latency * 1000:.0f} ms, judge threads {args.judge_concurrency}")
+            print(f"fake judge latency    {args.latency * 1000:.0f} ms, judge calls in flight {args.judge_concurrency}")
             print(f"upload                {upload_s:.2f} s")
             print(f"upload → all scored   {total_s:.2f} s  ({args.items / total_s:.1f} items/s)")
             print(f"completed / errored   {p['completed']} / {p['errored']}")

@@ -107,8 +107,6 @@ def pending_score(
 class PlanStep:
     refs: list[ComponentRef]
     finished: bool
-    # ``refs`` are the batch's last components (nothing left to plan after them).
-    last: bool = False
 
 
 def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanStep:
@@ -128,10 +126,8 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         select(Score.id, Score.position, Score.criteria_hash)
         .where(Score.batch_id == batch_id, Score.position > batch.planned_position)
         .order_by(Score.position)
-        .limit(chunk_size + 1)  # one more than the chunk: whether anything is left after it
+        .limit(chunk_size)
     ).all()
-    last = len(rows) <= chunk_size
-    rows = rows[:chunk_size]
     now = utcnow()
     if not rows:
         batch.status = "running"
@@ -139,7 +135,7 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         return PlanStep([], finished=True)
     refs = create_components(session, [(r.id, r.criteria_hash) for r in rows], now, judge_lane=batch.judge_lane)
     batch.planned_position = rows[-1].position
-    return PlanStep(refs, finished=False, last=last)
+    return PlanStep(refs, finished=False)
 
 
 # The reason a batch-lane judge component waits with: the provider-batch submitter looks for it.
@@ -275,49 +271,6 @@ def claim_many(
                 until = row.lease_expires_at if row.status == "in_progress" else row.run_after
                 claims[ref] = Claim("busy", retry_in=max(1.0, _seconds_until(until, now)))
     return {ref: claims.get(ref, Claim("missing")) for ref in refs}
-
-
-def _confirm_statement(check_budget: bool) -> Any:
-    return (
-        update(_components)
-        .where(
-            tuple_(_c.score_id, _c.component).in_(bindparam("b_keys", expanding=True)),
-            _c.status == "in_progress",
-            _c.lease_owner == bindparam("b_owner"),
-        )
-        .values(lease_expires_at=bindparam("b_until"))
-        .returning(
-            _c.score_id,
-            _c.component,
-            _budget_state(_SPENT, check_budget).label("budget_spent"),
-        )
-    )
-
-
-def confirm_leases(
-    session: Session, refs: Sequence[ComponentRef], owner: str, lease_seconds: float, *, check_budget: bool = False
-) -> dict[ComponentRef, str]:
-    """Between a group's components, in one statement: extend the leases of those ``owner`` still
-    holds, and say of each (in the caller's order) ``held``, ``lost`` (cancelled, or its lease ran
-    out and another task took it over: that task makes the call) or ``budget_spent`` (its batch spent
-    its budget since the group was claimed; the lease is still held). Renewing the whole group, not
-    just the next one, keeps a component waiting its turn inside its lease however long the group takes."""
-    if not refs:
-        return {}
-    rows = session.execute(
-        _CONFIRM[check_budget],
-        {
-            "b_keys": [(ref.score_id, ref.component) for ref in refs],
-            "b_owner": owner,
-            "b_until": utcnow() + timedelta(seconds=lease_seconds),
-        },
-    ).all()
-    spent = {(row.score_id, row.component): bool(row.budget_spent) for row in rows}
-    states: dict[ComponentRef, str] = {}
-    for ref in refs:
-        key = (ref.score_id, ref.component)
-        states[ref] = "lost" if key not in spent else "budget_spent" if spent[key] else "held"
-    return states
 
 
 def _seconds_until(moment: datetime | None, now: datetime) -> float:
@@ -659,7 +612,6 @@ def _budget_state(test: str, wanted: bool) -> Any:
     return literal_column(_BUDGET_STATE_SQL.format(test=test) if wanted else "0")
 
 
-_CONFIRM = {check: _confirm_statement(check) for check in (False, True)}
 
 
 def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:

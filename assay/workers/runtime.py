@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_shutdown
 
@@ -15,6 +16,11 @@ from assay.settings import get_settings
 _lock = threading.Lock()
 _runtime: JudgeRuntime | None = None
 _pid: int | None = None
+_pool: ThreadPoolExecutor | None = None
+_pool_pid: int | None = None
+# The call pool's bound is never reached: what is in flight is bounded by the task threads times the
+# group size, and the pool keeps only as many threads as were ever busy at once.
+_CALL_POOL_BOUND = 4096
 
 
 def judge_runtime() -> JudgeRuntime:
@@ -24,6 +30,16 @@ def judge_runtime() -> JudgeRuntime:
             _runtime = _build()
             _pid = os.getpid()
         return _runtime
+
+
+def call_pool() -> ThreadPoolExecutor:
+    """The process's pool for a task's concurrent component calls (a judge group's), made after fork."""
+    global _pool, _pool_pid
+    with _lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(max_workers=_CALL_POOL_BOUND, thread_name_prefix="assay-call")
+            _pool_pid = os.getpid()
+        return _pool
 
 
 def _build() -> JudgeRuntime:

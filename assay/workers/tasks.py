@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
 
 import pydantic
@@ -27,12 +26,12 @@ from assay.scoring.errors import AssayError
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, compute, work_from_row, work_rows
+from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute, work_from_row, work_rows
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers.app import Queue, app, task
-from assay.workers.runtime import judge_runtime
+from assay.workers.runtime import call_pool, judge_runtime
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +44,6 @@ _store_retry = retry(
 )
 
 
-def judge_groups(refs: Sequence[ComponentRef], most: int, spread: int) -> list[list[ComponentRef]]:
-    """Judge components split into messages of up to ``most`` each, but into at least ``spread``
-    messages while there are that many components: a small publish still reaches every thread."""
-    size = max(1, min(most, len(refs) // max(1, spread)))
-    return [list(refs[start : start + size]) for start in range(0, len(refs), size)]
-
-
 def ref_args(refs: Sequence[ComponentRef]) -> list[list[str]]:
     """Components as a task's JSON argument: ``[[score_id, component], ...]``."""
     return [[str(ref.score_id), ref.component] for ref in refs]
@@ -59,22 +51,20 @@ def ref_args(refs: Sequence[ComponentRef]) -> list[list[str]]:
 
 class CeleryEnqueuer:
     """Publishes component tasks to their queues: a metric component per message; judge components
-    in groups (``judge_group_size``), which spares most of Celery's and the store's per-task work."""
+    in groups of ``judge_group_size``, whose calls a task makes at once (one message, one claim and
+    one landing transaction per group rather than per component)."""
 
-    def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None, *, last: bool = False) -> None:
-        """``last``: the batch's last components, one per message. Groups are judged one component
-        after another, so a final round of groups would keep a few threads busy for a group's length
-        while the rest idle; single components spread over every thread, and the batch ends with them."""
+    def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
         if not refs:
             return
-        settings = get_settings()
+        size = get_settings().judge_group_size
         judge = [ref for ref in refs if ref.queue == Queue.JUDGE]
         groups = [[ref] for ref in refs if ref.queue != Queue.JUDGE]
-        most = 1 if last else settings.judge_group_size
         with app.producer_or_acquire() as producer:
             for group in groups:
                 metric_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
-            for group in judge_groups(judge, most, settings.judge_concurrency):
+            for start in range(0, len(judge), size):
+                group = judge[start : start + size]
                 judge_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
 
 
@@ -119,7 +109,7 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
             return
         with transaction() as session:
             step = pipeline.plan_chunk(session, uuid.UUID(batch_id), settings.plan_chunk_size)
-        enqueuer.enqueue(step.refs, last=step.last)
+        enqueuer.enqueue(step.refs)
         if step.finished:
             return
     # Keep each run short so a killed planner loses little; the batch row says where to resume.
@@ -127,10 +117,10 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
 
 
 def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  # type: ignore[no-untyped-def]
-    """Claim the components in one statement, then compute them one after another, each landing as
-    soon as it is done (a killed worker loses at most the one in hand). Between two, one statement
-    confirms the rest (leases extended; neither cancelled, taken over nor out of budget), in the
-    transaction that lands the one before."""
+    """Claim the components in one statement, compute them all at once (a group's judge calls go out
+    together, on the process's call pool), and land results as they come in: whatever has finished
+    by the time the last landing committed lands together, in one transaction. A killed worker loses
+    only the calls in flight and results not landed yet."""
     settings = get_settings()
     refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue.value) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
@@ -147,35 +137,64 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
     busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
     if busy:
         enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
-    holder = _Holder(owner, lease, queue)
-    todo = deque(ref for ref in refs if ref in works)
+    runtime = judge_runtime() if queue == Queue.JUDGE else None
+    deferred: dict[ComponentRef, JudgeDeferred] = {}
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
     with after_commits_gathered():
-        while todo:
-            ref = todo.popleft()
-            claim = claims[ref]
-            try:
-                result = compute(works[ref], judge_runtime() if queue == Queue.JUDGE else None)
-            except JudgeDeferred as deferred:
-                _defer(ref, owner, deferred.retry_in, deferred.reason, usage=deferred.usage, cost_usd=deferred.cost_usd, claim=claim)
-                for waiting in todo:  # the provider cannot take them either: they wait as long, unspent
-                    _defer(waiting, owner, deferred.retry_in, deferred.reason, claim=claims[waiting])
-                # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
-                # deferral spends none of the components' attempts, so an outage of any length is waited out.
-                observability.task_retried(queue, "deferred")
-                raise task_self.retry(
-                    args=(ref_args([ref, *todo]),), countdown=deferred.retry_in, max_retries=None, exc=deferred
-                )
-            except Exception as exc:  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
-                log.exception("component %s of score %s raised", ref.component, ref.score_id)
-                backoff = min(300.0, 5.0 * 2 ** min(claim.attempts, 6))
-                _defer(ref, owner, backoff, f"{type(exc).__name__}: {exc}", spend_attempt=True, claim=claim)
-                observability.task_retried(queue, "error")
-                enqueuer.enqueue([ref], countdown=backoff)
-                todo = _confirm(holder, todo)  # nothing landed to confirm the rest with
-                continue
-            todo = _land(ref, result, claim, holder, todo)
-            observability.component_landed(queue, ref.component, result.status)
+        for finished in _computed(works, runtime):
+            results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
+            if results:
+                _land(results, claims)
+                for ref, result in results.items():
+                    observability.component_landed(queue, ref.component, result.status)
+            for ref, outcome in finished:
+                if isinstance(outcome, JudgeDeferred):
+                    deferred[ref] = outcome
+                elif isinstance(outcome, Exception):  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
+                    backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
+                    _defer(ref, owner, backoff, f"{type(outcome).__name__}: {outcome}", spend_attempt=True, claim=claims[ref])
+                    observability.task_retried(queue, "error")
+                    enqueuer.enqueue([ref], countdown=backoff)
+    if deferred:
+        for ref, why in deferred.items():
+            _defer(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claims[ref])
+        # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
+        # deferral spends none of the components' attempts, so an outage of any length is waited out.
+        observability.task_retried(queue, "deferred")
+        raise task_self.retry(
+            args=(ref_args(list(deferred)),),
+            countdown=max(why.retry_in for why in deferred.values()),
+            max_retries=None,
+            exc=next(iter(deferred.values())),
+        )
+
+
+Outcome = ComponentResult | Exception
+
+
+def _computed(works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
+    """The components' outcomes, in lists of those that finished together. One component is computed
+    in the task's own thread; several at once on the process's call pool."""
+    if len(works) == 1:
+        ((ref, work),) = works.items()
+        yield [(ref, _outcome(ref, work, runtime))]
+        return
+    futures = {call_pool().submit(_outcome, ref, work, runtime): ref for ref, work in works.items()}
+    waiting = set(futures)
+    while waiting:
+        done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+        yield [(futures[future], future.result()) for future in done]
+
+
+def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime | None) -> Outcome:
+    """The component's result, or the exception that stopped it (``JudgeDeferred`` included)."""
+    try:
+        return compute(work, runtime)
+    except JudgeDeferred as deferred:
+        return deferred
+    except Exception as exc:
+        log.exception("component %s of score %s raised", ref.component, ref.score_id)
+        return exc
 
 
 def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str, row: Any) -> WorkUnit | None:
@@ -196,39 +215,12 @@ def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner:
         return None
 
 
-@dataclass(frozen=True)
-class _Holder:
-    """The task holding a group's leases, and how far each confirmation extends them."""
-
-    owner: str
-    lease: float
-    queue: Queue
-
-    def confirm(self, session: Any, refs: deque[ComponentRef]) -> deque[ComponentRef]:
-        """Those of ``refs`` still this task's to compute, their leases extended; the ones whose batch
-        spent its budget are stopped here."""
-        states = pipeline.confirm_leases(session, refs, self.owner, self.lease, check_budget=self.queue == Queue.JUDGE)
-        for ref, state in states.items():
-            if state == "budget_spent":
-                pipeline.stop_for_budget(session, ref, self.owner)
-        return deque(ref for ref, state in states.items() if state == "held")
-
-
 @_store_retry
-def _confirm(holder: _Holder, refs: deque[ComponentRef]) -> deque[ComponentRef]:
+def _land(results: dict[ComponentRef, ComponentResult], claims: dict[ComponentRef, pipeline.Claim]) -> None:
+    """Land results in one transaction (one commit for all)."""
     with transaction() as session:
-        return holder.confirm(session, refs)
-
-
-@_store_retry
-def _land(
-    ref: ComponentRef, result: ComponentResult, claim: pipeline.Claim, holder: _Holder, rest: deque[ComponentRef]
-) -> deque[ComponentRef]:
-    """Land ``ref``'s result and, in the same transaction (one commit for both), confirm the rest of
-    the group; returns those still the task's."""
-    with transaction() as session:
-        pipeline.land(session, ref, result, claim=claim)
-        return holder.confirm(session, rest)
+        for ref, result in results.items():
+            pipeline.land(session, ref, result, claim=claims[ref])
 
 
 @_store_retry
@@ -245,7 +237,7 @@ def metric_components(self, refs: list[list[str]]) -> None:
 
 @task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
 def judge_components(self, refs: list[list[str]]) -> None:
-    """Judge components ``[[score_id, component], ...]``, judged one after another."""
+    """Judge components ``[[score_id, component], ...]``, their calls made at once."""
     _run_components(self, refs, Queue.JUDGE)
 
 

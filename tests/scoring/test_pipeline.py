@@ -68,12 +68,12 @@ def test_planner_creates_components_in_chunks_and_resumes(clean_db):
     batch_id, scores = make_batch(3)
     with transaction() as s:
         first = pipeline.plan_chunk(s, batch_id, chunk_size=2)
-    assert {r.score_id for r in first.refs} == set(scores[:2]) and not first.finished and not first.last
+    assert {r.score_id for r in first.refs} == set(scores[:2]) and not first.finished
     with transaction() as s:
         assert s.get(Batch, batch_id).planned_position == 2
     with transaction() as s:
         second = pipeline.plan_chunk(s, batch_id, chunk_size=2)
-    assert {r.score_id for r in second.refs} == {scores[2]} and second.last and not second.finished
+    assert {r.score_id for r in second.refs} == {scores[2]} and not second.finished
     assert plan_all(batch_id) == []
     with transaction() as s:
         assert s.get(Batch, batch_id).status == "running"
@@ -123,37 +123,6 @@ def test_claim_many_claims_what_it_can_in_one_go_and_says_why_not_for_the_rest(c
     assert claims[free].attempts == 1 and not claims[free].budget_spent and not claims[free].budgeted
     with transaction() as s:
         assert s.get(Score, free.score_id).status == "in_progress"
-
-
-def test_confirming_a_grouped_component_extends_its_lease_or_says_why_not(clean_db):
-    from assay.scoring.batches import cancel
-
-    batch_id, _ = make_batch(3)
-    other_batch, _ = make_batch(1)
-    refs = [ref for ref in plan_all(batch_id) + plan_all(other_batch) if ref.component == "llm_grading"]
-    with transaction() as s:
-        assert {c.state for c in pipeline.claim_many(s, refs, "group-task", 1).values()} == {"claimed"}
-    held, taken, spent, cancelled = refs
-    with transaction() as s:
-        s.execute(  # the lease ran out, and another task took the component over
-            update(ScoreComponent)
-            .where(ScoreComponent.score_id == taken.score_id, ScoreComponent.component == taken.component)
-            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
-        )
-        assert pipeline.claim(s, taken, "other-task", 60).state == "claimed"
-        cancel(s, s.get(Batch, other_batch))
-    with transaction() as s:
-        states = pipeline.confirm_leases(s, [cancelled, held, taken, spent], "group-task", 600, check_budget=True)
-        assert states == {cancelled: "lost", held: "held", taken: "lost", spent: "held"}  # the caller's order
-        for ref in (held, spent):  # every component still held is renewed, not only the next one
-            comp = s.get(ScoreComponent, (ref.score_id, ref.component))
-            assert comp.lease_owner == "group-task" and comp.lease_expires_at > utcnow() + timedelta(seconds=500)
-        assert s.get(ScoreComponent, (taken.score_id, taken.component)).lease_owner == "other-task"
-        s.execute(update(Batch).where(Batch.id == batch_id).values(budget_usd=0.5, spent_usd=0.5))
-    with transaction() as s:
-        assert pipeline.confirm_leases(s, [spent], "group-task", 600, check_budget=True) == {spent: "budget_spent"}
-        assert pipeline.confirm_leases(s, [spent], "group-task", 600) == {spent: "held"}  # not asked
-        assert pipeline.confirm_leases(s, [], "group-task", 600) == {}
 
 
 def test_expired_lease_can_be_taken_over(clean_db):
@@ -234,7 +203,7 @@ def test_after_commit_actions_gathered_run_once_per_key_when_the_block_ends(clea
             after_commit(s, ("finish_batch", "b2"), lambda: ran.append("b2"))
             1 / 0  # rolled back: its action never runs
         assert ran == []  # held until the block ends
-        raise RuntimeError("a deferral ends the group early")
+        raise RuntimeError("a group ends with an exception")
     assert ran == ["b1 after commit 2"]  # still run when the block ends with an exception
 
 
@@ -463,12 +432,5 @@ def test_a_judge_claim_reads_whether_the_batch_spent_its_budget(backend, request
     assert {name for name, c in seen.items() if c.budget_spent} == {"spent", "stopped"}
     # An unchecked claim cannot tell, so it says budgeted (a landing then counts the spend).
     assert {name for name, c in seen.items() if c.budgeted} == {"within", "spent", "stopped", "unchecked"}
-    with tx() as s:  # a group's confirmation reads the same, for all the rest in one statement
-        assert pipeline.confirm_leases(s, [no_budget, within, spent, stopped], "w", 60, check_budget=True) == {
-            no_budget: "held", within: "held", spent: "budget_spent", stopped: "budget_spent",
-        }
-        assert pipeline.confirm_leases(s, [within, unchecked], "other", 60, check_budget=True) == {
-            within: "lost", unchecked: "lost",
-        }
     if engine is not None:
         engine.dispose()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 
 from assay.scoring.pipeline import ComponentRef
-from assay.settings import get_settings
+from assay.settings import get_settings, judge_task_threads
 from assay.workers.app import app
-from assay.workers.tasks import enqueuer, judge_groups, queue_depths
+from assay.workers.tasks import enqueuer, queue_depths
 
 
 def test_queue_depths_count_messages_under_the_key_prefix(clean_db):
@@ -27,26 +27,24 @@ def test_queue_depths_count_messages_under_the_key_prefix(clean_db):
     assert queue_depths()["metrics"] == 0
 
 
-def test_judge_components_travel_in_groups_but_a_small_publish_is_spread(clean_db):
-    assert get_settings().judge_concurrency == 4 and get_settings().judge_group_size == 8
+def test_judge_components_travel_in_groups_of_the_group_size(clean_db):
+    assert get_settings().judge_group_size == 8
     before = queue_depths()["judge"]
     try:
         enqueuer.enqueue([ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(40)])
         assert queue_depths()["judge"] == before + 5  # 40 in messages of 8
         enqueuer.enqueue([ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(3)])
-        assert queue_depths()["judge"] == before + 5 + 3  # fewer than the threads: one each
-        enqueuer.enqueue([ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(40)], last=True)
-        assert queue_depths()["judge"] == before + 5 + 3 + 40  # a batch's last chunk: one each
+        assert queue_depths()["judge"] == before + 5 + 1  # a small publish: one message, its calls made at once
+        enqueuer.enqueue([ComponentRef(uuid.uuid4(), "schema_match", "metrics") for _ in range(3)])
+        assert queue_depths()["judge"] == before + 5 + 1  # metric components: one message each, elsewhere
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_purge("judge")
+            conn.default_channel.queue_purge("metrics")
 
 
-def test_judge_groups_sizes():
-    refs = [ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(20)]
-    assert [len(g) for g in judge_groups(refs, most=8, spread=4)] == [5, 5, 5, 5]
-    assert [len(g) for g in judge_groups(refs, most=3, spread=4)] == [3] * 6 + [2]
-    assert [len(g) for g in judge_groups(refs[:3], most=8, spread=4)] == [1, 1, 1]
-    assert [len(g) for g in judge_groups(refs, most=1, spread=1)] == [1] * 20
-    assert sum(judge_groups(refs, most=8, spread=3), []) == refs  # every ref once, in order
-    assert judge_groups([], most=8, spread=4) == []
+def test_a_judge_worker_runs_enough_task_threads_for_its_calls_in_flight():
+    assert judge_task_threads(16, 8) == 2
+    assert judge_task_threads(17, 8) == 3  # rounded up: never fewer calls in flight than asked
+    assert judge_task_threads(4, 8) == 1
+    assert judge_task_threads(5, 1) == 5
