@@ -363,14 +363,13 @@ def _charge(session: Session, batch_id: uuid.UUID | None, cost_usd: float | None
 
 
 # The landing path's statements, built once: building and cache-keying a statement costs more CPU
-# than running it (~0.5 ms for the component update), several times per component.
-_LAND_COMPONENT = (
+# than running it (~0.5 ms for the component update), several times per component. Without their
+# RETURNING clause they run as one executemany for a set of landings (pipelined by psycopg).
+# Written out, not NOT IN (...): an IN list is an expanding parameter, which executemany refuses.
+_NOT_LANDED = and_(*(_c.status != literal_column(f"'{status}'") for status in LANDED_COMPONENT_STATUSES))
+_LAND_COMPONENTS = (
     update(_components)
-    .where(
-        _c.score_id == bindparam("b_score_id"),
-        _c.component == bindparam("b_component"),
-        _c.status.not_in(LANDED_COMPONENT_STATUSES),
-    )
+    .where(_c.score_id == bindparam("b_score_id"), _c.component == bindparam("b_component"), _NOT_LANDED)
     .values(
         status=bindparam("b_status"),
         score=bindparam("b_score", type_=Float),
@@ -384,9 +383,18 @@ _LAND_COMPONENT = (
         usage=bindparam("b_usage"),
         cost_usd=bindparam("b_cost_usd"),
     )
-    .returning(_c.weight)
 )
-_COUNT_LANDING = (
+_LAND_COMPONENT = _LAND_COMPONENTS.returning(_c.weight)
+# Of a set of landings, those not landed already; their rows stay locked until the commit.
+_LANDABLE = (
+    select(_c.score_id, _c.component)
+    .where(
+        tuple_(_c.score_id, _c.component).in_(bindparam("b_keys", expanding=True)),
+        _c.status.not_in(LANDED_COMPONENT_STATUSES),
+    )
+    .with_for_update()
+)
+_COUNT_LANDINGS = (
     update(_scores)
     .where(_s.id == bindparam("b_score_id"))
     .values(
@@ -394,44 +402,80 @@ _COUNT_LANDING = (
         raw_judge_output=func.coalesce(bindparam("b_raw_output", type_=Text), _s.raw_judge_output),
         error_kind=func.coalesce(bindparam("b_error_kind", type_=String), _s.error_kind),
     )
-    # What finalizing needs of the score, read here: the landing that completes it has it at hand.
-    .returning(
-        _s.components_landed, _s.components_total, _s.batch_id,
-        _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id,
-    )
 )
+# What finalizing needs of a score: the landing that completes it has it at hand.
+_COUNTED = (
+    _s.components_landed, _s.components_total, _s.batch_id,
+    _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id,
+)
+_COUNT_LANDING = _COUNT_LANDINGS.returning(*_COUNTED)
+_COUNTED_SCORES = select(_s.id, *_COUNTED).where(_s.id.in_(bindparam("b_score_ids", expanding=True)))
+
+
+@dataclass(frozen=True)
+class Landing:
+    """A component's result to record; ``claim``: the run's, carrying what was spent before it."""
+
+    ref: ComponentRef
+    result: ComponentResult
+    claim: Claim | None = None
 
 
 def land(
     session: Session, ref: ComponentRef, result: ComponentResult, *, timed_out: bool = False, claim: Claim | None = None
 ) -> bool:
     """Record a component's result once. Returns False when it had landed already (a duplicate run)."""
-    spend = _spend(session, ref, result.usage, result.cost_usd, claim)
-    weight = session.scalar(
-        _LAND_COMPONENT,
-        {
+    return bool(land_many(session, [Landing(ref, result, claim)], timed_out=timed_out))
+
+
+def land_many(session: Session, landings: Sequence[Landing], *, timed_out: bool = False) -> set[ComponentRef]:
+    """Record each component's result once; returns the components that landed now (not those a
+    duplicate run had landed already). A score whose last component lands is finalized.
+
+    One landing takes two statements (each with RETURNING). Several take a locking read of which can
+    land, the component and score updates as two executemany, and one read of the scores."""
+    now = utcnow()
+    by_ref = {landing.ref: landing for landing in landings}
+    rows: dict[ComponentRef, dict[str, Any]] = {}
+    for ref, landing in by_ref.items():
+        spend = _spend(session, ref, landing.result.usage, landing.result.cost_usd, landing.claim)
+        rows[ref] = {
             "b_score_id": ref.score_id,
             "b_component": ref.component,
-            "b_status": result.status,
-            "b_score": result.score,
-            "b_details": result.details or None,
-            "b_reason": result.reason,
-            "b_now": utcnow(),
+            "b_status": landing.result.status,
+            "b_score": landing.result.score,
+            "b_details": landing.result.details or None,
+            "b_reason": landing.result.reason,
+            "b_now": now,
             "b_usage": spend["usage"],
             "b_cost_usd": spend["cost_usd"],
-        },
-    )
-    if weight is None:
-        return False
-    counted = session.execute(
-        _COUNT_LANDING,
-        {"b_score_id": ref.score_id, "b_raw_output": result.raw_output, "b_error_kind": "timed_out" if timed_out else None},
-    ).one()
-    if claim is None or claim.budgeted:
-        _charge(session, counted.batch_id, result.cost_usd)
-    if counted.components_landed == counted.components_total:
-        finalize_score(session, ref.score_id, score=counted)
-    return True
+            "b_raw_output": landing.result.raw_output,
+            "b_error_kind": "timed_out" if timed_out else None,
+        }
+    if len(rows) == 1:
+        ((ref, row),) = rows.items()
+        if session.scalar(_LAND_COMPONENT, row) is None:
+            return set()
+        counted = {ref.score_id: session.execute(_COUNT_LANDING, row).one()}
+        landed = [ref]
+    else:
+        keys = [(ref.score_id, ref.component) for ref in rows]
+        landable = {(found.score_id, found.component) for found in session.execute(_LANDABLE, {"b_keys": keys})}
+        landed = [ref for ref in rows if (ref.score_id, ref.component) in landable]
+        if not landed:
+            return set()
+        session.execute(_LAND_COMPONENTS, [rows[ref] for ref in landed])
+        session.execute(_COUNT_LANDINGS, [rows[ref] for ref in landed])
+        found = session.execute(_COUNTED_SCORES, {"b_score_ids": list({ref.score_id for ref in landed})})
+        counted = {score.id: score for score in found}
+    for ref in landed:
+        claim = by_ref[ref].claim
+        if claim is None or claim.budgeted:
+            _charge(session, counted[ref.score_id].batch_id, by_ref[ref].result.cost_usd)
+    for score_id, score in counted.items():
+        if score.components_landed == score.components_total:
+            finalize_score(session, score_id, score=score)
+    return set(landed)
 
 
 @dataclass(frozen=True)

@@ -150,9 +150,11 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
             for ref, outcome in finished:
                 if isinstance(outcome, JudgeDeferred):
                     deferred[ref] = outcome
-                elif isinstance(outcome, Exception):  # infrastructure trouble (Redis down, ...): retry later, spending an attempt
+                elif isinstance(outcome, Exception):
+                    # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
                     backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
-                    _defer(ref, owner, backoff, f"{type(outcome).__name__}: {outcome}", spend_attempt=True, claim=claims[ref])
+                    reason = f"{type(outcome).__name__}: {outcome}"
+                    _defer(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
                     observability.task_retried(queue, "error")
                     enqueuer.enqueue([ref], countdown=backoff)
     if deferred:
@@ -170,9 +172,14 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
 
 
 Outcome = ComponentResult | Exception
+# How long a finished result waits for the rest of its group before landing without them: a killed
+# worker loses at most this long's finished results besides its calls in flight.
+LANDING_LINGER_SECONDS = 0.1
 
 
-def _computed(works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
+def _computed(
+    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None
+) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
     """The components' outcomes, in lists of those that finished together. One component is computed
     in the task's own thread; several at once on the process's call pool."""
     if len(works) == 1:
@@ -183,6 +190,9 @@ def _computed(works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None)
     waiting = set(futures)
     while waiting:
         done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+        if waiting:  # the rest of the group is usually close behind: one landing for all of them
+            more, waiting = wait(waiting, timeout=LANDING_LINGER_SECONDS)
+            done |= more
         yield [(futures[future], future.result()) for future in done]
 
 
@@ -219,8 +229,7 @@ def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner:
 def _land(results: dict[ComponentRef, ComponentResult], claims: dict[ComponentRef, pipeline.Claim]) -> None:
     """Land results in one transaction (one commit for all)."""
     with transaction() as session:
-        for ref, result in results.items():
-            pipeline.land(session, ref, result, claim=claims[ref])
+        pipeline.land_many(session, [pipeline.Landing(ref, result, claims[ref]) for ref, result in results.items()])
 
 
 @_store_retry

@@ -222,6 +222,34 @@ def test_total_is_the_weighted_sum(clean_db):
             assert c.weighted_score == pytest.approx(c.score * c.weight)
 
 
+def test_landing_a_set_records_each_component_once_and_finalizes_the_scores_it_completes(clean_db):
+    batch_id, scores = make_batch(2)
+    refs = plan_all(batch_id)
+    first = [ref for ref in refs if ref.score_id == scores[0]]
+    second = [ref for ref in refs if ref.score_id == scores[1]]
+    with transaction() as s:
+        assert pipeline.land(s, first[0], ComponentResult.ok(0.5))  # a duplicate run landed this one first
+    paid = ComponentResult("ok", 1.0, usage={"input_tokens": 10}, cost_usd=0.25)
+    landings = [pipeline.Landing(ref, paid) for ref in first]
+    with transaction() as s:
+        landed = pipeline.land_many(s, [*landings, pipeline.Landing(second[0], ComponentResult.failed("boom"))])
+    assert landed == {*first[1:], second[0]}
+    with transaction() as s:  # again, as a redelivered message would: nothing lands twice
+        assert pipeline.land_many(s, landings) == set()
+    with transaction() as s:
+        done = s.get(Score, scores[0])
+        comps = {c.component: c for c in s.scalars(select(ScoreComponent).where(ScoreComponent.score_id == scores[0]))}
+        kept = comps[first[0].component]
+        assert kept.score == 0.5 and kept.cost_usd == 0.0  # not overwritten by the second landing
+        assert done.status == "completed" and done.components_landed == len(first)
+        weights = sum(c.weight for c in comps.values())
+        assert done.total == pytest.approx(sum(c.score * c.weight for c in comps.values()) / weights)
+        assert done.cost_usd == pytest.approx(0.25 * (len(first) - 1))
+        assert done.usage == {"input_tokens": 10 * (len(first) - 1)}
+        waiting = s.get(Score, scores[1])
+        assert waiting.components_landed == 1 and waiting.completed_at is None  # not finalized
+
+
 def test_skipped_component_renormalises_and_marks_partial(clean_db):
     batch_id, scores = make_batch(1)
     refs = plan_all(batch_id)
