@@ -80,16 +80,16 @@ class Settings(BaseSettings):
         16,
         ge=1,
         description=(
-            "Judge calls in flight per judge worker: `assay worker --queues judge` runs"
-            " ceil(judge_concurrency / judge_group_size) task threads by default."
+            "Judge calls in flight per judge worker process (its call threads). `assay worker --queues"
+            " judge` runs ceil(judge_concurrency / judge_group_size) + 1 task threads by default."
         ),
     )
     judge_group_size: int = Field(
         8,
         ge=1,
         description=(
-            "Judge components per task message, whose calls the task makes at once and whose results"
-            " it lands together as they come in (1: one per message)."
+            "Judge components per task message: the task hands their calls to the worker's call threads"
+            " at once and lands the results together as they come in (1: one per message)."
         ),
     )
     embedded_stall_seconds: float = Field(
@@ -145,6 +145,7 @@ def get_settings() -> Settings:
 
 
 def judge_task_threads(calls_in_flight: int, group_size: int) -> int:
-    """Task threads of a judge worker that keep ``calls_in_flight`` calls going: each task makes its
-    group's calls at once."""
-    return max(1, -(-calls_in_flight // group_size))
+    """Task threads of a judge worker that keep its ``calls_in_flight`` call threads busy: one per
+    group those hold, and one more, whose group waits ready while another task lands its results and
+    fetches its next message."""
+    return -(-calls_in_flight // group_size) + 1

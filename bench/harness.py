@@ -149,9 +149,10 @@ def start_worker(env: dict[str, str], queues: str, pool: str, concurrency: int, 
 
 
 def start_judge_worker(env: dict[str, str], calls_in_flight: int, name: str) -> Proc:
-    """A judge worker keeping ``calls_in_flight`` calls going, as ``assay worker --queues judge`` does
-    with ``ASSAY_JUDGE_CONCURRENCY``: its task threads each make their group's calls at once."""
-    return start_worker(env, "judge", "threads", judge_task_threads(calls_in_flight, get_settings().judge_group_size), name)
+    """A judge worker with ``calls_in_flight`` call threads (``ASSAY_JUDGE_CONCURRENCY``) and the task
+    threads ``assay worker --queues judge`` would give it."""
+    threads = judge_task_threads(calls_in_flight, get_settings().judge_group_size)
+    return start_worker(env | {"ASSAY_JUDGE_CONCURRENCY": str(calls_in_flight)}, "judge", "threads", threads, name)
 
 
 def _children(pid: int) -> list[int]:

@@ -1,5 +1,6 @@
 """Judge throughput: N judgments at fake latency L and concurrency C through the pipeline, next to the
-bound C/L and a plain asyncio loop over the Anthropic SDK on the same fake, in the same run.
+bound C/L and a plain asyncio loop over the Anthropic SDK on the same fake, in the same run (once
+before the pipeline and once after; the ratio takes their mean).
 
 Steady-state rates are taken from the fake's own call log between 10% and 90% of the calls, so
 start-up and the tail do not count. The models' configured rate limits are lifted for the run (a
@@ -8,7 +9,7 @@ copy of config/ with --rpm requests/minute), so the pipeline is measured, not th
 With ``--judge-only`` the items are scored by a copy of the KQL suite whose only component is the
 judge, so the metrics' CPU (a parse and an offline execution per item) does not compete with the
 judge path on a small machine. ``--concurrency`` is the judge calls in flight per judge worker (its
-task threads, concurrency / group size of them, each make their group's calls at once).
+call threads, fed group by group by concurrency / group size + 1 task threads).
 ``--judge-workers 2`` starts two judge worker processes (as two hosts would run them): total
 concurrency doubles.
 
@@ -77,6 +78,10 @@ def main() -> None:
     fake, fake_url = harness.start_fake(args.latency, args.rpm)
     control = httpx.Client(base_url=fake_url)
     try:
+        # The loop runs before and after the pipeline and the ratio takes their mean: this shared
+        # machine's speed drifts over a run, and one loop measured at another moment skews the ratio.
+        loop_before = asyncio.run(plain_loop(fake_url, args.items, total_concurrency))
+        control.post("/_fake/reset")
         with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
             config = harness.config_with_rate_limit(Path(tmp) / "config", args.rpm)
             suite = "kql"
@@ -103,7 +108,7 @@ def main() -> None:
             # Read once the processes are gone: an exiting backend reports its last statistics.
             redis_commands, pg_transactions = (after - before for after, before in zip(harness.round_trips(env), trips_before))
         control.post("/_fake/reset")
-        loop_rate = asyncio.run(plain_loop(fake_url, args.items, total_concurrency))
+        loop_after = asyncio.run(plain_loop(fake_url, args.items, total_concurrency))
     finally:
         control.close()
         fake.stop()
@@ -116,7 +121,9 @@ def main() -> None:
     print(f"pipeline (steady state)   {pipeline_rate:8.1f} judgments/s   ({view['progress']['completed']} completed, "
           f"{view['progress']['errored']} errored; upload → done {upload_s + run_s:.1f} s)")
     print(f"bound C/L                 {bound:8.1f} judgments/s   pipeline = {100 * pipeline_rate / bound:.0f}% of it")
-    print(f"plain asyncio SDK loop    {loop_rate:8.1f} judgments/s   pipeline = {100 * pipeline_rate / loop_rate:.0f}% of it")
+    loop_rate = (loop_before + loop_after) / 2
+    print(f"plain asyncio SDK loop    {loop_rate:8.1f} judgments/s   pipeline = {100 * pipeline_rate / loop_rate:.0f}% of it"
+          f"   (before / after the pipeline: {loop_before:.1f} / {loop_after:.1f})")
     per_worker = ", ".join(f"{c:.1f} s" for c in judge_cpu)
     print(f"judge worker CPU          {1000 * sum(judge_cpu) / args.items:8.2f} ms per judgment   (per worker: {per_worker})")
     print(f"round trips per judgment  {redis_commands / args.items:8.2f} Redis commands, {pg_transactions / args.items:.2f} "

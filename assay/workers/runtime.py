@@ -16,11 +16,8 @@ from assay.settings import get_settings
 _lock = threading.Lock()
 _runtime: JudgeRuntime | None = None
 _pid: int | None = None
-_pool: ThreadPoolExecutor | None = None
-_pool_pid: int | None = None
-# The call pool's bound is never reached: what is in flight is bounded by the task threads times the
-# group size, and the pool keeps only as many threads as were ever busy at once.
-_CALL_POOL_BOUND = 4096
+_calls: CallThreads | None = None
+_calls_pid: int | None = None
 
 
 def judge_runtime() -> JudgeRuntime:
@@ -32,14 +29,39 @@ def judge_runtime() -> JudgeRuntime:
         return _runtime
 
 
-def call_pool() -> ThreadPoolExecutor:
-    """The process's pool for a task's concurrent component calls (a judge group's), made after fork."""
-    global _pool, _pool_pid
+class CallThreads:
+    """A judge worker's call threads (``judge_concurrency``: its calls in flight). A task takes as many
+    as its components need, all at once, before it claims them, so what it claims is sent at once: a
+    cancel or a spent budget stops everything not yet claimed, as no call waits in a queue. Each call
+    gives its thread back when it ends."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="assay-call")
+        self._free = size
+        self._changed = threading.Condition()
+
+    def take(self, n: int) -> None:
+        """Wait until ``n`` (at most ``size``) are free, and take them together: two tasks each holding
+        part of what they need could otherwise wait for each other forever."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._free >= n)
+            self._free -= n
+
+    def give(self, n: int = 1) -> None:
+        with self._changed:
+            self._free += n
+            self._changed.notify_all()
+
+
+def call_threads() -> CallThreads:
+    """The process's judge call threads, made after fork."""
+    global _calls, _calls_pid
     with _lock:
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=_CALL_POOL_BOUND, thread_name_prefix="assay-call")
-            _pool_pid = os.getpid()
-        return _pool
+        if _calls is None or _calls_pid != os.getpid():
+            _calls = CallThreads(get_settings().judge_concurrency)
+            _calls_pid = os.getpid()
+        return _calls
 
 
 def _build() -> JudgeRuntime:

@@ -31,7 +31,7 @@ from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers.app import Queue, app, task
-from assay.workers.runtime import call_pool, judge_runtime
+from assay.workers.runtime import CallThreads, call_threads, judge_runtime
 
 log = logging.getLogger(__name__)
 
@@ -117,31 +117,64 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
 
 
 def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  # type: ignore[no-untyped-def]
-    """Claim the components in one statement, compute them all at once (a group's judge calls go out
-    together, on the process's call pool), and land results as they come in: whatever has finished
-    by the time the last landing committed lands together, in one transaction. A killed worker loses
-    only the calls in flight and results not landed yet."""
-    settings = get_settings()
+    """Claim the components in one statement, compute them (a group's judge calls all at once, on the
+    process's call threads), and land results as they come in: a finished result waits up to
+    ``LANDING_LINGER_SECONDS`` for the rest, and what has finished lands together, in one
+    transaction. A killed worker loses only the calls in flight and results not landed yet."""
     refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue.value) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
-    lease = settings.judge_lease_seconds if queue == Queue.JUDGE else settings.metrics_lease_seconds
-    # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
-    with transaction() as session:
-        claims = pipeline.claim_many(session, refs, owner, lease, check_budget=queue == Queue.JUDGE)
-        rows = work_rows(session, {ref.score_id for ref in refs if claims[ref].state == "claimed"})
-        works = {
-            ref: work
-            for ref in refs
-            if (work := _claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
-        }
-    busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
-    if busy:
-        enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
-    runtime = judge_runtime() if queue == Queue.JUDGE else None
-    deferred: dict[ComponentRef, JudgeDeferred] = {}
+    calls = call_threads() if queue == Queue.JUDGE else None
+    # A group larger than the call threads runs in parts, each claimed once its calls can all start.
+    part = calls.size if calls is not None else len(refs)
+    deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
     with after_commits_gathered():
-        for finished in _computed(works, runtime):
+        for start in range(0, len(refs), part):
+            deferred |= _run_part(refs[start : start + part], owner, queue, calls)
+    if deferred:
+        for ref, (why, claim) in deferred.items():
+            _defer(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claim)
+        # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
+        # deferral spends none of the components' attempts, so an outage of any length is waited out.
+        observability.task_retried(queue, "deferred")
+        reasons = [why for why, _ in deferred.values()]
+        raise task_self.retry(
+            args=(ref_args(list(deferred)),),
+            countdown=max(why.retry_in for why in reasons),
+            max_retries=None,
+            exc=reasons[0],
+        )
+
+
+def _run_part(
+    refs: list[ComponentRef], owner: str, queue: Queue, calls: CallThreads | None
+) -> dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]]:
+    """Claim, compute and land ``refs``; returns the deferred ones (breaker open, rate limit) with
+    their claims, for the caller to defer together."""
+    settings = get_settings()
+    lease = settings.judge_lease_seconds if queue == Queue.JUDGE else settings.metrics_lease_seconds
+    held = len(refs) if calls is not None else 0
+    if calls is not None:
+        calls.take(held)  # before the claim: nothing claimed waits for a call thread
+    try:
+        # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
+        with transaction() as session:
+            claims = pipeline.claim_many(session, refs, owner, lease, check_budget=queue == Queue.JUDGE)
+            rows = work_rows(session, {ref.score_id for ref in refs if claims[ref].state == "claimed"})
+            works = {
+                ref: work
+                for ref in refs
+                if (work := _claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
+            }
+        if calls is not None:
+            calls.give(held - len(works))
+            held = 0  # each of the works' calls gives its thread back when it ends
+        busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
+        if busy:
+            enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
+        runtime = judge_runtime() if queue == Queue.JUDGE else None
+        deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
+        for finished in _computed(works, runtime, calls):
             results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
             if results:
                 _land(results, claims)
@@ -149,7 +182,7 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
                     observability.component_landed(queue, ref.component, result.status)
             for ref, outcome in finished:
                 if isinstance(outcome, JudgeDeferred):
-                    deferred[ref] = outcome
+                    deferred[ref] = (outcome, claims[ref])
                 elif isinstance(outcome, Exception):
                     # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
                     backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
@@ -157,18 +190,10 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
                     _defer(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
                     observability.task_retried(queue, "error")
                     enqueuer.enqueue([ref], countdown=backoff)
-    if deferred:
-        for ref, why in deferred.items():
-            _defer(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claims[ref])
-        # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
-        # deferral spends none of the components' attempts, so an outage of any length is waited out.
-        observability.task_retried(queue, "deferred")
-        raise task_self.retry(
-            args=(ref_args(list(deferred)),),
-            countdown=max(why.retry_in for why in deferred.values()),
-            max_retries=None,
-            exc=next(iter(deferred.values())),
-        )
+        return deferred
+    finally:
+        if calls is not None and held:
+            calls.give(held)
 
 
 Outcome = ComponentResult | Exception
@@ -178,15 +203,20 @@ LANDING_LINGER_SECONDS = 0.1
 
 
 def _computed(
-    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None
+    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None, calls: CallThreads | None
 ) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
-    """The components' outcomes, in lists of those that finished together. One component is computed
-    in the task's own thread; several at once on the process's call pool."""
-    if len(works) == 1:
-        ((ref, work),) = works.items()
-        yield [(ref, _outcome(ref, work, runtime))]
+    """The components' outcomes, in lists of those that finished together: all at once on ``calls``
+    (judge calls; the caller has taken a thread for each), or else one after another in the task's
+    own thread."""
+    if calls is None:
+        for ref, work in works.items():
+            yield [(ref, _outcome(ref, work, runtime))]
         return
-    futures = {call_pool().submit(_outcome, ref, work, runtime): ref for ref, work in works.items()}
+    futures = {}
+    for ref, work in works.items():
+        future = calls.pool.submit(_outcome, ref, work, runtime)
+        future.add_done_callback(lambda _: calls.give())
+        futures[future] = ref
     waiting = set(futures)
     while waiting:
         done, waiting = wait(waiting, return_when=FIRST_COMPLETED)

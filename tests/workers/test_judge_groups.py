@@ -13,24 +13,43 @@ def most_in_flight(calls: list[dict], latency: float) -> int:
     return max(sum(1 for other in starts if start <= other < start + latency) for start in starts)
 
 
-def test_a_groups_calls_go_out_at_once_and_each_item_is_judged_once(api_client, live_worker_factory, fake_judge):
-    # Two task threads. The planner publishes 16 judge components as 2 groups of 8; a call takes 1.5 s.
-    # Judged one after another, at most 2 calls (one per thread) would ever be in flight.
-    latency = 1.5
-    fake_judge.configure(latency=latency)
-    live_worker_factory(judge_env(fake_judge, ASSAY_PLAN_CHUNK_SIZE="16"), concurrency=2)
-    batch_id = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(16)).json()["batch_id"]
+def judge_batch(api_client, fake_judge, items: int) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Score ``items`` KQL items; the fake's calls, once each item was judged once and landed."""
+    posted = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(items))
+    batch_id = posted.json()["batch_id"]
 
     def finished():  # type: ignore[no-untyped-def]
         view = api_client.get(f"/api/v1/batches/{batch_id}").json()
         return view if view["status"] == "completed" else None
 
     view = wait_for(finished, timeout=120, message="the batch to finish")
-    assert view["progress"]["completed"] == 16 and view["progress"]["errored"] == 0
+    assert view["progress"]["completed"] == items and view["progress"]["errored"] == 0
     calls = fake_judge.calls()
-    assert len(calls["answered"]) == 16 and set(calls["answered"].values()) == {1}
-    assert most_in_flight(calls["calls"], latency) >= 8, "a group's calls were not made at once"
+    assert len(calls["answered"]) == items and set(calls["answered"].values()) == {1}  # each judged once
     results = api_client.get(f"/api/v1/batches/{batch_id}/results", params={"limit": 100}).json()["results"]
     judged = [score["components"]["llm_grading"] for score in results]
-    assert len(judged) == 16 and {c["status"] for c in judged} == {"ok"}  # each landed, with its verdict
+    assert len(judged) == items and {c["status"] for c in judged} == {"ok"}  # each landed, with its verdict
     assert all(score["cost_usd"] > 0 for score in results)  # and the usage of its call
+    return calls["calls"]
+
+
+def most_in_flight_judging_two_groups(  # type: ignore[no-untyped-def]
+    api_client, live_worker_factory, fake_judge, latency: float, call_threads: int
+) -> int:
+    """Two task threads judge 16 items, published by the planner as 2 groups of 8, with ``call_threads``
+    call threads; the most calls in flight at once (each judged once, and landed)."""
+    fake_judge.configure(latency=latency)
+    env = judge_env(fake_judge, ASSAY_PLAN_CHUNK_SIZE="16", ASSAY_JUDGE_CONCURRENCY=str(call_threads))
+    live_worker_factory(env, concurrency=2)
+    return most_in_flight(judge_batch(api_client, fake_judge, 16), latency * 0.9)
+
+
+def test_a_groups_calls_go_out_at_once_and_each_item_is_judged_once(api_client, live_worker_factory, fake_judge):
+    # Judged one after another, at most 2 calls (one per task) would ever be in flight.
+    most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=1.5, call_threads=16)
+    assert most >= 8, "a group's calls were not made at once"
+
+
+def test_the_call_threads_bound_the_calls_in_flight(api_client, live_worker_factory, fake_judge):
+    most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=0.5, call_threads=3)
+    assert most == 3

@@ -43,8 +43,8 @@ def test_judge_components_travel_in_groups_of_the_group_size(clean_db):
             conn.default_channel.queue_purge("metrics")
 
 
-def test_a_judge_worker_runs_enough_task_threads_for_its_calls_in_flight():
-    assert judge_task_threads(16, 8) == 2
-    assert judge_task_threads(17, 8) == 3  # rounded up: never fewer calls in flight than asked
-    assert judge_task_threads(4, 8) == 1
-    assert judge_task_threads(5, 1) == 5
+def test_a_judge_worker_runs_enough_task_threads_to_keep_its_call_threads_busy():
+    assert judge_task_threads(16, 8) == 3  # two groups fill the call threads; a third waits ready
+    assert judge_task_threads(17, 8) == 4  # rounded up: never fewer calls in flight than asked
+    assert judge_task_threads(4, 8) == 2
+    assert judge_task_threads(5, 1) == 6
