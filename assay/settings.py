@@ -146,6 +146,6 @@ def get_settings() -> Settings:
 
 def judge_task_threads(calls_in_flight: int, group_size: int) -> int:
     """Task threads of a judge worker that keep its ``calls_in_flight`` call threads busy: one per
-    group those hold, and one more, whose group waits ready while another task lands its results and
-    fetches its next message."""
+    group those hold, and one more, ready to claim its group as soon as call threads come free while
+    another task lands its results and fetches its next message."""
     return -(-calls_in_flight // group_size) + 1

@@ -656,8 +656,6 @@ def _budget_state(test: str, wanted: bool) -> Any:
     return literal_column(_BUDGET_STATE_SQL.format(test=test) if wanted else "0")
 
 
-
-
 def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:
     """The batch's budget is spent: end the batch ``budget_exhausted`` and cancel this score and every
     score not planned yet (finished scores are kept). Scores already planned are cancelled one by one

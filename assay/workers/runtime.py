@@ -43,7 +43,8 @@ class CallThreads:
 
     def take(self, n: int) -> None:
         """Wait until ``n`` (at most ``size``) are free, and take them together: two tasks each holding
-        part of what they need could otherwise wait for each other forever."""
+        part of what they need could otherwise wait for each other forever. The caller gives back
+        what it does not hand to calls, whatever happens."""
         with self._changed:
             self._changed.wait_for(lambda: self._free >= n)
             self._free -= n

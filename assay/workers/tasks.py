@@ -166,13 +166,13 @@ def _run_part(
                 for ref in refs
                 if (work := _claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
             }
-        if calls is not None:
-            calls.give(held - len(works))
-            held = 0  # each of the works' calls gives its thread back when it ends
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
             enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
         runtime = judge_runtime() if queue == Queue.JUDGE else None
+        if calls is not None:
+            calls.give(held - len(works))
+            held = 0  # from here each of the works' calls gives its thread back when it ends
         deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
         for finished in _computed(works, runtime, calls):
             results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}

@@ -53,3 +53,21 @@ def test_a_groups_calls_go_out_at_once_and_each_item_is_judged_once(api_client, 
 def test_the_call_threads_bound_the_calls_in_flight(api_client, live_worker_factory, fake_judge):
     most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=0.5, call_threads=3)
     assert most == 3
+
+
+def test_call_threads_are_taken_all_or_nothing_and_given_back():
+    import threading
+
+    from assay.workers.runtime import CallThreads
+
+    calls = CallThreads(3)
+    calls.take(2)
+    took = threading.Event()
+    waiter = threading.Thread(target=lambda: (calls.take(2), took.set()))
+    waiter.start()
+    assert not took.wait(0.3), "took 2 call threads with only 1 free"  # and holds none while it waits
+    calls.take(1)  # the one free is still there for a task that needs only one
+    calls.give(2)
+    assert took.wait(5), "2 call threads given back, but the waiting task did not get them"
+    waiter.join()
+    calls.pool.shutdown()
