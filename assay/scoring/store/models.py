@@ -20,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
     Uuid,
     text,
 )
@@ -104,13 +105,18 @@ class Batch(Base):
         CheckConstraint("total_items >= 0", name="counts"),
         CheckConstraint("budget_usd IS NULL OR budget_usd > 0", name="budget"),
         CheckConstraint(_in("judge_lane", JUDGE_LANES), name="judge_lane"),
+        UniqueConstraint("idempotency_scope", "idempotency_key", name="uq_batches_idempotency_scope_key"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     suite_name: Mapped[str] = mapped_column(String(100), index=True)
     criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
     status: Mapped[str] = mapped_column(String(20), default="planning")
-    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    # An Idempotency-Key is unique per principal (`idempotency_scope`); the fingerprint (suite,
+    # parameters, body hash) tells a retry of the same upload from a reuse of the key for another.
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    idempotency_scope: Mapped[str | None] = mapped_column(String(255))
+    idempotency_fingerprint: Mapped[str | None] = mapped_column(String(64))
     created_by: Mapped[str] = mapped_column(String(255))
     total_items: Mapped[int] = mapped_column(Integer, default=0)
     # How far the planner got enqueueing (by score position); lets it resume after a crash.
@@ -126,6 +132,19 @@ class Batch(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+
+
+class SignedInSession(Base):
+    """A dashboard sign-in. The session cookie names this row; sign-out sets ``revoked_at``."""
+
+    __tablename__ = "signed_in_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_name: Mapped[str] = mapped_column(String(255))
+    key_fingerprint: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    revoked_at: Mapped[datetime | None]
 
 
 class Item(Base):
