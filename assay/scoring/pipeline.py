@@ -16,7 +16,7 @@ import logging
 import statistics
 import uuid
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from assay import observability
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import get_kind
-from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.metrics.registry import PASS_BLOCKER, ComponentResult
 from assay.scoring.store.db import after_commit, dialect_insert, transaction
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
@@ -518,6 +518,18 @@ _FINALIZE = (
 )
 
 
+def component_pass_blockers(components: Iterable[Any]) -> list[str]:
+    """The pass blockers the components named (``details["pass_blocker"]``, see
+    :data:`~assay.scoring.metrics.registry.PASS_BLOCKER`), as ``component: reason``; read from every
+    component that was not failed (a failed one fails the score anyway). ``components``: rows or
+    objects with ``component``, ``status`` and ``details``."""
+    return [
+        f"{comp.component}: {comp.details[PASS_BLOCKER]}"
+        for comp in components
+        if comp.status != "failed" and comp.details and comp.details.get(PASS_BLOCKER)
+    ]
+
+
 def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) -> None:
     """Total, pass and status of a score whose components have all landed (Core statements: this runs
     once per score on the landing hot path). ``score``: its row as the landing read it, if at hand
@@ -551,7 +563,8 @@ def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) 
         total = min(1.0, max(0.0, sum((comp.score or 0.0) * comp.weight for comp in ok) / weight))
         partial = len(ok) < len(comps)
         payload = comps[0].payload if kind.pass_blockers is not None else None
-        blockers = kind.pass_blockers(kind.item_model.model_validate(payload)) if payload is not None else []
+        item_blockers = kind.pass_blockers(kind.item_model.model_validate(payload)) if payload is not None else []
+        blockers = list(dict.fromkeys([*item_blockers, *component_pass_blockers(comps)]))
         passed = total >= criteria.threshold - 1e-12 and not blockers
         status, error_kind = "completed", None
         error_message = "; ".join(blockers) or None

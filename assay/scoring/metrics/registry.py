@@ -19,6 +19,11 @@ from assay.scoring.errors import CriteriaError
 
 ComponentStatus = Literal["ok", "failed", "skipped"]
 
+# A component's details may name why its item cannot pass, whatever its total (invariant 7: a pass
+# needs evidence). Any metric of any kind may set it, on an ok or a skipped result; finalizing reads
+# it (:func:`assay.scoring.pipeline.component_pass_blockers`).
+PASS_BLOCKER = "pass_blocker"
+
 
 @dataclass(frozen=True)
 class ComponentResult:
@@ -42,17 +47,26 @@ class ComponentResult:
             raise ValueError(f"a {self.status} component needs a reason")
 
     @classmethod
-    def ok(cls, score: float, details: dict[str, Any] | None = None) -> ComponentResult:
+    def ok(cls, score: float, details: dict[str, Any] | None = None, *, pass_blocker: str | None = None) -> ComponentResult:
         # Float arithmetic can land a hair outside [0, 1]; that is rounding, not a result.
-        return cls("ok", min(1.0, max(0.0, float(score))), details or {})
+        return cls("ok", min(1.0, max(0.0, float(score))), _blocking(details, pass_blocker))
 
     @classmethod
     def failed(cls, reason: str, details: dict[str, Any] | None = None, **extra: Any) -> ComponentResult:
         return cls("failed", None, details or {}, reason, **extra)
 
     @classmethod
-    def skipped(cls, reason: str, details: dict[str, Any] | None = None) -> ComponentResult:
-        return cls("skipped", None, details or {}, reason)
+    def skipped(cls, reason: str, details: dict[str, Any] | None = None, *, pass_blocker: str | None = None) -> ComponentResult:
+        return cls("skipped", None, _blocking(details, pass_blocker), reason)
+
+    @property
+    def pass_blocker(self) -> str | None:
+        """Why the item cannot pass, as this component found it (None: nothing here blocks it)."""
+        return self.details.get(PASS_BLOCKER)
+
+
+def _blocking(details: dict[str, Any] | None, pass_blocker: str | None) -> dict[str, Any]:
+    return {**(details or {}), PASS_BLOCKER: pass_blocker} if pass_blocker else dict(details or {})
 
 
 @dataclass(frozen=True)
