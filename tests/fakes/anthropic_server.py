@@ -22,7 +22,8 @@ call), ``POST /_fake/config`` (partial ``FakeConfig``), ``POST /_fake/batch_outc
 
 Trouble for a time window (an outage, a 429 storm): ``configure(default_kind="overloaded")`` (or
 ``"rate_limit"`` with ``default_retry_after=5``, sent as ``retry-after: 5``) makes every unscripted call
-answer so until ``configure(default_kind="ok", default_retry_after=None)`` ends the window.
+answer so until ``configure(default_kind="ok", default_retry_after=None)`` ends the window;
+``default_share=0.3`` makes it a random 30 % of them (a storm of random 429s among answered calls).
 
 Answers follow the schema in ``output_config.format.schema`` and are a deterministic function of
 the first user message, so repeated runs agree. Calls are counted per *item key*: the sha256 of the
@@ -156,6 +157,10 @@ class FakeConfig(BaseModel):
     default_kind: BehaviourKind = "ok"
     default_retry_after: float | None = Field(
         None, ge=0, description="Seconds sent as retry-after with the errors default_kind answers; None: no header."
+    )
+    default_share: float = Field(
+        1.0, ge=0, le=1, description="Share of unscripted calls default_kind answers, drawn at random with a fixed"
+        " seed (the rest are answered ok): 0.3 with rate_limit is a storm of random 429s.",
     )
     obey_injection: bool = Field(
         True, description=f"Obey prompts containing {INJECTION_MARKER!r}: answer as injection_answer says."
@@ -492,9 +497,12 @@ class FakeState:
         self.batch_outcomes: dict[str, BatchOutcome] = {}  # by custom_id, each used by one batch
         self.every_nth: EveryNth | None = None
         self.batch_api: Counter[str] = Counter(dict.fromkeys(BATCH_ENDPOINTS, 0))
+        self.default_draws = random.Random(0)  # which unscripted calls default_share picks: repeatable
 
     def next_behaviour(self) -> Behaviour:
         if not self.script:
+            if self.config.default_share < 1 and self.default_draws.random() >= self.config.default_share:
+                return Behaviour(kind="ok")
             return Behaviour(kind=self.config.default_kind, retry_after=self.config.default_retry_after)
         head = self.script[0]
         if head.times > 1:

@@ -5,8 +5,9 @@ caller gets through as the probe --(its success)--> closed, --(its failure)--> o
 
 ``RedisBreaker`` keeps the state in Redis so every worker sees the same breaker; each transition is a
 Lua script, so two workers can never both take the probe. ``InProcessBreaker`` has the same semantics
-for the embedded (single-process) mode. Only transient failures are recorded as failures (see
-``retry.is_transient``): a 4xx or an unusable answer is the item's problem, not the provider's.
+for the embedded (single-process) mode. Only outages are recorded as failures (see
+``retry.is_outage``: 5xx, 529, 408, 409, timeouts, connection errors): a 4xx or an unusable answer is
+the item's problem, and a 429 is backpressure that the rate governor answers, not an outage.
 
 A success resets the count of failures. ``before_call`` says whether a success of that call would be
 news: when the breaker was closed with no failure counted, it is not, and is not written (one round
@@ -44,7 +45,7 @@ class Breaker(Protocol):
     def record_success(self, model: str) -> None: ...
 
     def record_failure(self, model: str) -> None:
-        """Record a transient failure (429, 5xx, 529, timeout, connection error)."""
+        """Record an outage (5xx, 529, 408, 409, timeout, connection error; never a 429)."""
 
     def status(self) -> list[dict[str, Any]]:
         """Per model: ``model``, ``state``, ``failures``, ``opened_at``, ``next_probe_at`` (UTC datetimes or None)."""

@@ -6,11 +6,14 @@ of thousands of tokens is one increment, not thousands of entries), on Redis for
 
 The configured limits are a ceiling; the provider's ``anthropic-ratelimit-*`` response headers
 tighten them: a lower ``-limit`` replaces the configured one, and a ``-remaining`` that cannot cover
-the next request holds every worker back until the header's ``-reset``.
+the next request holds every worker back until the header's ``-reset``. A 429 is the provider saying
+"slower" outright: ``hold`` keeps every worker's calls to that model back for its ``retry-after``
+(a rate limit is backpressure, so the circuit breaker never counts it).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -50,6 +53,10 @@ class Governor(Protocol):
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         """Learn from a response's ``anthropic-ratelimit-*`` headers (any response, errors included)."""
+
+    def hold(self, model: str, seconds: float) -> None:
+        """The provider answered 429: no worker sends ``model`` a call for ``seconds`` (a longer hold
+        already in place is kept)."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,13 @@ class _WindowItem(RateLimitItemPerMinute):
 
 
 class _ObservedStore(Protocol):
-    def get(self, model: str) -> dict[str, _Observed]: ...
+    def get(self, model: str) -> tuple[dict[str, _Observed], float]:
+        """What the provider last said about the model's limits, and until when (epoch seconds; 0.0:
+        not) a 429 holds its calls back."""
 
     def put(self, model: str, observed: dict[str, _Observed]) -> None: ...
+
+    def hold(self, model: str, until: float, seconds: float) -> None: ...
 
 
 class _LimitsGovernor:
@@ -138,11 +149,11 @@ class _LimitsGovernor:
 
     def acquire(self, model: str, tokens: int) -> float:
         now = time.time()
-        observed = self._observed.get(model)
+        observed, held_until = self._observed.get(model)
         self._known[model] = _binding(observed)
-        provider_wait = _provider_wait(observed, tokens, now)
+        provider_wait = max(_provider_wait(observed, tokens, now), held_until - now)
         if provider_wait > 0:
-            return provider_wait
+            return max(provider_wait, MIN_WAIT_SECONDS)
         effective = self._effective(model, observed)
         if effective is None:
             return 0.0
@@ -163,6 +174,10 @@ class _LimitsGovernor:
     def _wait(self, item: _WindowItem, model: str) -> float:
         reset_at = self._limiter.get_window_stats(item, model).reset_time
         return min(float(item.get_expiry()), max(MIN_WAIT_SECONDS, reset_at - time.time()))
+
+    def hold(self, model: str, seconds: float) -> None:
+        if seconds > 0:
+            self._observed.hold(model, time.time() + seconds, seconds)
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         observed = parse_ratelimit_headers(headers)
@@ -207,18 +222,35 @@ def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float) -> f
 _OBSERVED_TTL_SECONDS = 120  # header news older than two windows says nothing about now
 
 
+# KEYS: the hold key. ARGV: until (epoch seconds), its time to live in ms. A shorter hold never
+# replaces a longer one.
+_HOLD = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return 1
+"""
+
+
 class _RedisObserved:
     def __init__(self, client: redis.Redis, key_prefix: str) -> None:
         self._redis = client
         self._prefix = key_prefix
+        self._hold = client.register_script(_HOLD)
 
     def _key(self, model: str) -> str:
         return f"{self._prefix}:governor-observed:{model}"
 
-    def get(self, model: str) -> dict[str, _Observed]:
+    def _hold_key(self, model: str) -> str:
+        return f"{self._prefix}:governor-hold:{model}"
+
+    def get(self, model: str) -> tuple[dict[str, _Observed], float]:
+        with self._redis.pipeline(transaction=False) as pipe:  # one round trip for both
+            pipe.hgetall(self._key(model))
+            pipe.get(self._hold_key(model))
+            fields, held_until = pipe.execute()
         raw = {
             (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in self._redis.hgetall(self._key(model)).items()
+            for k, v in fields.items()
         }
         observed = {}
         for dimension in _HEADER_DIMENSIONS:
@@ -229,7 +261,10 @@ class _RedisObserved:
                 _parse_int(raw.get(f"{dimension}:remaining")),
                 float(raw[f"{dimension}:reset_at"]) if f"{dimension}:reset_at" in raw else None,
             )
-        return observed
+        return observed, float(held_until) if held_until is not None else 0.0
+
+    def hold(self, model: str, until: float, seconds: float) -> None:
+        self._hold(keys=[self._hold_key(model)], args=[repr(until), max(1, math.ceil(seconds * 1000))])
 
     def put(self, model: str, observed: dict[str, _Observed]) -> None:
         mapping: dict[str, str] = {}
@@ -267,11 +302,16 @@ class RedisGovernor(_LimitsGovernor):
 class _MemoryObserved:
     def __init__(self) -> None:
         self._by_model: dict[str, dict[str, _Observed]] = {}
+        self._held_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def get(self, model: str) -> dict[str, _Observed]:
+    def get(self, model: str) -> tuple[dict[str, _Observed], float]:
         with self._lock:
-            return dict(self._by_model.get(model, {}))
+            return dict(self._by_model.get(model, {})), self._held_until.get(model, 0.0)
+
+    def hold(self, model: str, until: float, seconds: float) -> None:
+        with self._lock:
+            self._held_until[model] = max(until, self._held_until.get(model, 0.0))
 
     def put(self, model: str, observed: dict[str, _Observed]) -> None:
         with self._lock:

@@ -1,8 +1,10 @@
 """What is worth retrying, and how long to wait before the next attempt.
 
 ``is_transient`` is the one place that decides whether a failed judge call is the provider's
-passing trouble (retry it, count it against the circuit breaker) or a problem that another attempt
-cannot fix (fail the component at once). The SDK's own ``max_retries`` is 0 so retries don't multiply.
+passing trouble (retry it) or a problem that another attempt cannot fix (fail the component at once).
+Of the transient ones, ``is_rate_limited`` (a 429) is backpressure for the rate governor and
+``is_outage`` (the rest) counts against the circuit breaker. The SDK's own ``max_retries`` is 0 so
+retries don't multiply.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ def is_transient(exc: BaseException) -> bool:
         return status in _TRANSIENT_4XX and not is_spend_limit(exc)
     # A stream that started with 200 and then sent an ``error`` event.
     return exc.type in _TRANSIENT_ERROR_TYPES
+
+
+def is_rate_limited(exc: BaseException) -> bool:
+    """A 429 (or a streamed ``rate_limit_error``) asking us to slow down: backpressure, which the rate
+    governor answers by holding the fleet back; never counted as an outage by the circuit breaker. A
+    spend-limit 429 is not one (it is not transient at all)."""
+    if not isinstance(exc, anthropic.APIStatusError) or is_spend_limit(exc):
+        return False
+    return exc.status_code == 429 or (exc.status_code < 400 and exc.type == "rate_limit_error")
+
+
+def is_outage(exc: BaseException) -> bool:
+    """A failure that counts toward the circuit breaker: transient, and not a rate limit (5xx, 529,
+    408, 409, timeouts, connection errors)."""
+    return is_transient(exc) and not is_rate_limited(exc)
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

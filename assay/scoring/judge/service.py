@@ -24,7 +24,9 @@ from assay import observability
 from assay.scoring.judge.breaker import Breaker, BreakerOpen
 from assay.scoring.judge.governor import Governor, estimate_tokens
 from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
-from assay.scoring.judge.retry import RetryPolicy, exception_retry_after, is_transient, retrying
+from assay.scoring.judge.retry import (
+    RetryPolicy, exception_retry_after, is_outage, is_rate_limited, is_transient, retrying,
+)
 from assay.scoring.suites import ModelPrice
 
 log = logging.getLogger(__name__)
@@ -232,11 +234,17 @@ class _Judgment:
         except anthropic.APIStatusError as exc:
             observability.judge_call(model, exc)
             _bookkeep(self.governor.observe_headers, model, exc.response.headers)
-            if is_transient(exc):
+            if is_rate_limited(exc):
+                # Backpressure, not an outage: the whole fleet holds its calls to this model for as
+                # long as the provider asked (the retry waits that long too).
+                hold = exception_retry_after(exc) or self.policy.backoff(1)
+                _bookkeep(self.governor.hold, model, hold)
+            if is_outage(exc):
                 _bookkeep(self.breaker.record_failure, model)
             elif success_is_news:
-                # The provider is up and answering; a 4xx is this request's problem. Counting it as a
-                # success also releases a half-open probe slot instead of leaving it to expire.
+                # The provider is up and answering; a 4xx (a 429 included) is this request's problem or
+                # backpressure. Counting it as a success also releases a half-open probe slot instead
+                # of leaving it to expire.
                 _bookkeep(self.breaker.record_success, model)
             raise
         except anthropic.APIConnectionError as exc:
@@ -257,7 +265,7 @@ class _Judgment:
         waited = 0.0
         while (wait := self.governor.acquire(self.request.model, tokens)) > 0:
             if waited + wait > self.policy.max_inline_wait_seconds:
-                raise self._deferred(wait, f"rate governor: {self.request.model} is at its configured rate limit")
+                raise self._deferred(wait, f"rate governor: {self.request.model} is at its rate limit")
             observability.governor_wait(self.request.model, wait)
             self.sleep(wait)
             waited += wait

@@ -414,3 +414,47 @@ def test_a_deferral_survives_celery_s_pickling_as_itself():
     assert isinstance(get_pickleable_exception(deferred), JudgeDeferred)
     assert (copy.retry_in, copy.reason, copy.usage, copy.cost_usd) == (2.5, "breaker open", {"input_tokens": 7}, 0.25)
     assert str(copy) == str(deferred)
+
+
+@pytest.mark.parametrize("store", ["redis", "in_process"])
+def test_a_429_storm_never_opens_the_breaker_and_holds_the_fleet_for_its_retry_after(
+    judge, fake, redis_client, key_prefix, store
+):
+    from assay.scoring.judge.governor import RedisGovernor
+
+    if store == "redis":
+        breaker = RedisBreaker(redis_client, key_prefix, threshold=2, cooldown_seconds=30)
+        governor = RedisGovernor(redis_client, key_prefix, {})
+    else:
+        breaker, governor = InProcessBreaker(threshold=2, cooldown_seconds=30), InProcessGovernor({})
+    fake.script({"kind": "rate_limit", "retry_after": 0.3, "times": 8})
+
+    # Two items use their four attempts each on 429s: eight in a row, four times the threshold.
+    for item in ("a", "b"):
+        with pytest.raises(JudgeDeferred) as caught:
+            judge(request_for(item), breaker=breaker, governor=governor)
+        assert "anthropic 429" in caught.value.reason and caught.value.retry_in == 0.3
+    assert fake.calls()["total"] == 8
+    assert [(row["state"], row["failures"]) for row in breaker.status()] == [("closed", 0)]
+
+    # The fleet is held: any worker asking right after the last 429 is told to wait for its retry-after,
+    # and the next judgment waits that out before it sends anything.
+    assert 0.1 < governor.acquire(MODEL, 100) <= 0.3
+    sleeps = Sleeps()
+    outcome = judge(request_for("c"), breaker=breaker, governor=governor, sleep=sleeps)
+    assert outcome.verdict is not None and outcome.calls == 1
+    assert len(sleeps) == 1 and 0.05 < sleeps[0] <= 0.3
+    assert [c["status"] for c in fake.calls()["calls"]] == [429] * 8 + [200]
+
+
+def test_a_429_answering_the_half_open_probe_releases_the_probe_slot(judge, fake):
+    breaker = InProcessBreaker(threshold=1, cooldown_seconds=0.2)
+    fake.script({"kind": "overloaded"}, {"kind": "rate_limit", "retry_after": 0.05})
+    with pytest.raises(JudgeDeferred):
+        judge(request_for("a"), breaker=breaker)  # the 529 opens it
+    time.sleep(0.25)
+    # The probe is answered 429: the provider is up, so the breaker closes (the governor holds the
+    # fleet for the retry-after) rather than keeping the probe slot taken until it times out.
+    outcome = judge(request_for("b"), breaker=breaker)
+    assert outcome.verdict is not None
+    assert breaker.status()[0]["state"] == "closed"
