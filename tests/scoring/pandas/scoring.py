@@ -1,5 +1,6 @@
-"""Scoring helpers for the pandas tests: build the suite's metrics and total an item the way the
-pipeline does (weights renormalised over the components that scored)."""
+"""Scoring helpers for the pandas tests and ``bench.validity_pandas``: build the suite's metrics, total
+an item and decide its pass the way the pipeline does (weights renormalised over the components that
+scored; a pass needs the threshold and no pass blocker of the kind)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pandas_codegen import PandasItem
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
 from assay.scoring.suites import Suite, parse_suite
@@ -26,6 +28,8 @@ def load_pandas_suite() -> Suite:
 class Scored:
     total: float | None
     components: dict[str, ComponentResult]
+    passed: bool = False
+    blockers: tuple[str, ...] = ()
 
     def score(self, name: str) -> float | None:
         return self.components[name].score
@@ -45,4 +49,7 @@ def score_item(raw: dict[str, Any], suite: Suite | None = None, ctx: MetricConte
     if any(c.status == "failed" for c in components.values()) or not ok:
         return Scored(None, components)
     total = sum(c.score * weights[n] for n, c in ok.items()) / sum(weights[n] for n in ok)  # type: ignore[operator]
-    return Scored(total, components)
+    kind = get_kind("pandas_codegen")
+    blockers = tuple(kind.pass_blockers(item)) if kind.pass_blockers is not None else ()
+    passed = total >= suite.criteria.threshold - 1e-12 and not blockers
+    return Scored(total, components, passed, blockers)

@@ -252,3 +252,404 @@ CASES = [
         ["result = df.groupby('department')['salary'].mean()", "result = df['salary'].mean()"],
     ),
 ]
+
+
+# --- issue 19: labelled cases by class of cause --------------------------------------------------------
+#
+# New tables (a small shop and a support desk) and new questions. Each class has several cases; every
+# correct candidate was checked to return the truth on these rows, every wrong one to differ from it
+# (customers without orders, a March 31st ticket on the range's edge, a high-priority ticket without
+# hours, no ties where an order or an extreme is asked for).
+#
+# Classes (``Case.cls``):
+#   baseline   - the cases above (issues before 19)
+#   invented   - issue 19.6: question heuristics that invent, miss or double-count requirements
+#                ("at least one", "(all statuses)", "order" as a noun, OR'ed filters, a range in words)
+#   expected   - issue 19.6: items with an expected result and no reference (conservative reading)
+#   array      - issue 19.7: array-like answers (unique(), to_numpy(), Index, list, tuple, set, dict)
+#   recovered  - issue 19.8: code that failed, then a recovery attempt (right or wrong)
+#   no_truth   - issue 19.9: neither reference nor expected result: nothing may pass
+
+CUSTOMERS = [
+    {"customer_id": cid, "name": name, "country": country, "tier": tier, "signup_date": signup}
+    for cid, name, country, tier, signup in [
+        (1, "Acme", "DE", "gold", "2022-01-15"), (2, "Birch", "FR", "silver", "2022-06-02"),
+        (3, "Cobalt", "DE", "bronze", "2023-02-20"), (4, "Dune", "ES", "gold", "2023-05-11"),
+        (5, "Ember", "FR", "gold", "2023-09-30"), (6, "Fjord", "NO", "silver", "2024-01-08"),
+        (7, "Garnet", "ES", "bronze", "2024-02-14"), (8, "Helix", "NO", "gold", "2024-03-03"),
+    ]
+]
+ORDERS = [
+    {"order_id": oid, "customer_id": cid, "amount": amount, "status": status, "order_date": day, "channel": channel}
+    for oid, cid, amount, status, day, channel in [
+        (101, 1, 250.0, "shipped", "2024-01-05", "web"), (102, 1, 80.0, "cancelled", "2024-01-19", "store"),
+        (103, 2, 420.0, "shipped", "2024-02-02", "web"), (104, 3, 35.5, "returned", "2024-02-11", "store"),
+        (105, 3, 310.0, "shipped", "2024-02-27", "web"), (106, 5, 99.9, "pending", "2024-03-04", "web"),
+        (107, 5, 640.0, "shipped", "2024-03-09", "store"), (108, 6, 15.0, "cancelled", "2024-03-15", "web"),
+        (109, 8, 275.0, "shipped", "2024-03-21", "web"), (110, 8, 130.0, "pending", "2024-03-30", "store"),
+        (111, 2, 55.0, "cancelled", "2024-04-02", "web"), (112, 1, 980.0, "shipped", "2024-04-10", "web"),
+    ]
+]
+TICKETS = [
+    {"ticket_id": tid, "team": team, "agent": agent, "priority": priority, "status": status, "hours": hours,
+     "satisfaction": satisfaction, "opened": opened}
+    for tid, team, agent, priority, status, hours, satisfaction, opened in [
+        (1, "Billing", "Ana", "high", "closed", 4.5, 4, "2024-02-27"),
+        (2, "Billing", "Bo", "urgent", "escalated", 12.0, None, "2024-03-01"),
+        (3, "Network", "Cy", "low", "closed", 1.0, 5, "2024-03-02"),
+        (4, "Network", "Cy", "urgent", "closed", 8.0, 3, "2024-03-10"),
+        (5, "Network", "Dee", "medium", "escalated", 20.0, 2, "2024-03-15"),
+        (6, "Accounts", "Eli", "high", "open", None, None, "2024-03-31"),
+        (7, "Accounts", "Eli", "low", "closed", 2.5, 4, "2024-04-01"),
+        (8, "Billing", "Ana", "medium", "closed", 3.0, 5, "2024-04-03"),
+        (9, "Network", "Dee", "high", "closed", 6.5, 3, "2024-04-09"),
+        (10, "Accounts", "Fay", "urgent", "open", None, None, "2024-04-12"),
+        (11, "Network", "Cy", "low", "closed", 0.5, 5, "2024-02-10"),
+        (12, "Network", "Cy", "high", "escalated", 15.0, 1, "2024-03-20"),
+    ]
+]
+SHOP = {"customers": CUSTOMERS, "orders": ORDERS}
+DESK = {"df": TICKETS}
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A candidate that failed first, then the model's recovery attempts (in order)."""
+
+    code: str
+    attempts: tuple[str, ...]
+
+
+def candidate_fields(candidate: str | Recovered) -> dict:
+    """The item fields of one candidate."""
+    if isinstance(candidate, Recovered):
+        return {"generated_code": candidate.code, "recovery_attempts": [{"code": c} for c in candidate.attempts]}
+    return {"generated_code": candidate}
+
+
+@dataclass
+class LabelledCase:
+    """One question with its truth (reference code and/or expected result, or neither), correct and
+    wrong candidates, and the class of cause it measures."""
+
+    cls: str
+    name: str
+    question: str
+    reference: str | None
+    correct: list
+    wrong: list
+    frames: dict = field(default_factory=lambda: DESK)
+    expected: object = None
+    order_matters: bool | None = None
+
+    @property
+    def passable(self) -> bool:
+        """Whether correctness can be established (issue 19.9): otherwise nothing may pass."""
+        return self.reference is not None or self.expected is not None
+
+    def item(self, candidate: str | Recovered) -> dict:
+        raw = {"question": self.question, "frames": self.frames, **candidate_fields(candidate)}
+        if self.reference is not None:
+            raw["reference_code"] = self.reference
+        if self.expected is not None:
+            raw["expected_result"] = self.expected
+        if self.order_matters is not None:
+            raw["order_matters"] = self.order_matters
+        return raw
+
+
+def _baseline(case: Case) -> LabelledCase:
+    return LabelledCase("baseline", case.name, case.question, case.reference, [case.reference, *case.correct],
+                        case.wrong_answers(), frames=case.frames)
+
+
+NEW_CASES = [
+    # --- invented: requirements the question's wording seems to state but the reference does not have
+    LabelledCase(
+        "invented", "at_least_one_order",
+        "Which customers have at least one order? Give their names.",
+        "result = customers[customers['customer_id'].isin(orders['customer_id'])]['name']",
+        ["result = customers.merge(orders, on='customer_id')['name'].drop_duplicates()",
+         "buyers = orders['customer_id'].unique()\nresult = customers.loc[customers.customer_id.isin(buyers), 'name']",
+         "counts = orders.groupby('customer_id').size()\nresult = customers[customers['customer_id'].map(counts).fillna(0) >= 1]['name']"],
+        ["result = customers['name']",
+         "result = customers[~customers['customer_id'].isin(orders['customer_id'])]['name']",
+         "result = customers.merge(orders, on='customer_id')['name']"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "invented", "all_statuses",
+        "What is the total order amount per country (all statuses)?",
+        "result = orders.merge(customers, on='customer_id').groupby('country')['amount'].sum()",
+        ["country = customers.set_index('customer_id')['country']\nresult = orders.groupby(orders['customer_id'].map(country))['amount'].sum()",
+         "merged = pd.merge(orders, customers[['customer_id', 'country']], on='customer_id')\nresult = merged.pivot_table(index='country', values='amount', aggfunc='sum')",
+         "result = customers.merge(orders, on='customer_id', how='inner').groupby('country', as_index=False).agg(total_amount=('amount', 'sum'))"],
+        ["shipped = orders[orders['status'] == 'shipped']\nresult = shipped.merge(customers, on='customer_id').groupby('country')['amount'].sum()",
+         "result = orders.merge(customers, on='customer_id').groupby('country')['amount'].mean()",
+         "result = orders.merge(customers, on='customer_id').groupby('tier')['amount'].sum()"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "invented", "or_filters",
+        "Which tickets are urgent or have been escalated?",
+        "result = df[(df['priority'] == 'urgent') | (df['status'] == 'escalated')]",
+        ["result = df.query(\"priority == 'urgent' or status == 'escalated'\")",
+         "result = df.loc[df.priority.eq('urgent') | df.status.eq('escalated')]",
+         "urgent = df['priority'] == 'urgent'\nescalated = df['status'] == 'escalated'\nresult = df[urgent | escalated]"],
+        ["result = df[(df['priority'] == 'urgent') & (df['status'] == 'escalated')]",
+         "result = df[df['priority'] == 'urgent']",
+         "result = df.query(\"status == 'escalated'\")"],
+    ),
+    LabelledCase(
+        "invented", "range_in_words",
+        "How many tickets were opened in March 2024?",
+        "opened = pd.to_datetime(df['opened'])\nresult = int(((opened >= '2024-03-01') & (opened < '2024-04-01')).sum())",
+        ["result = int(df['opened'].between('2024-03-01', '2024-03-31').sum())",
+         "result = len(df[df['opened'].str.startswith('2024-03')])",
+         "result = df.query(\"opened >= '2024-03-01' and opened <= '2024-03-31'\").shape[0]"],
+        ["result = int(((df['opened'] >= '2024-03-01') & (df['opened'] < '2024-03-31')).sum())",
+         "result = len(df)",
+         "result = len(df[df['opened'].str.startswith('2024-04')])"],
+    ),
+    LabelledCase(
+        "invented", "only_high_priority",
+        "What is the average resolution time in hours for high priority tickets only?",
+        "result = df[df['priority'] == 'high']['hours'].mean()",
+        ["result = df.query(\"priority == 'high'\").hours.mean()",
+         "result = df.loc[df.priority.eq('high'), 'hours'].dropna().mean()",
+         "result = df.groupby('priority')['hours'].mean()['high']"],
+        ["result = df['hours'].mean()",
+         "result = df[df['priority'] == 'urgent']['hours'].mean()",
+         "result = df[df['priority'] == 'high']['hours'].fillna(0).mean()"],
+    ),
+    LabelledCase(
+        "invented", "order_as_a_noun",
+        "What is the average order amount for each sales channel?",
+        "result = orders.groupby('channel')['amount'].mean()",
+        ["result = orders.pivot_table(index='channel', values='amount', aggfunc='mean')",
+         "result = orders.groupby('channel', as_index=False).agg(avg_amount=('amount', 'mean'))",
+         "result = orders.groupby('channel').amount.agg('mean').reset_index()"],
+        ["result = orders.groupby('channel')['amount'].sum()",
+         "result = orders.groupby('status')['amount'].mean()",
+         "result = orders['amount'].mean()"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "invented", "at_least_per_team",
+        "For each team, how many tickets have a satisfaction score of at least 4?",
+        "result = df[df['satisfaction'] >= 4].groupby('team').size()",
+        ["result = df.query('satisfaction >= 4')['team'].value_counts()",
+         "result = (df['satisfaction'] >= 4).groupby(df['team']).sum()",
+         "good = df[df.satisfaction.ge(4)]\nresult = good.groupby('team', as_index=False).agg(n=('ticket_id', 'count'))"],
+        ["result = df[df['satisfaction'] > 4].groupby('team').size()",
+         "result = df.groupby('team').size()",
+         "result = df[df['satisfaction'] >= 4].groupby('agent').size()"],
+    ),
+    LabelledCase(
+        "invented", "best_team_closed",
+        "Which team has the highest average satisfaction among closed tickets?",
+        "result = df[df['status'] == 'closed'].groupby('team')['satisfaction'].mean().idxmax()",
+        ["closed = df.query(\"status == 'closed'\")\nresult = closed.groupby('team').satisfaction.mean().sort_values(ascending=False).index[0]",
+         "result = df[df.status.eq('closed')].groupby('team')['satisfaction'].mean().nlargest(1).index[0]"],
+        ["result = df[df['status'] == 'closed'].groupby('team')['satisfaction'].mean().idxmin()",
+         "result = df[df['status'] == 'closed'].groupby('team')['hours'].mean().idxmax()",
+         "result = df[df['status'] == 'closed']['team'].value_counts().idxmax()"],
+    ),
+    LabelledCase(
+        "invented", "whatever_the_status",
+        "What is the total order amount per channel, whatever the status?",
+        "result = orders.groupby('channel')['amount'].sum()",
+        ["result = orders.pivot_table(index='channel', values='amount', aggfunc='sum')",
+         "result = orders.groupby('channel', as_index=False)['amount'].sum()",
+         "result = {channel: group['amount'].sum() for channel, group in orders.groupby('channel')}"],
+        ["result = orders[orders['status'] == 'shipped'].groupby('channel')['amount'].sum()",
+         "result = orders.groupby(['channel', 'status'])['amount'].sum()",
+         "result = orders.groupby('channel')['amount'].count()"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "invented", "highest_level_named",
+        "How many hours were spent on tickets of the highest priority level, urgent?",
+        "result = df[df['priority'] == 'urgent']['hours'].sum()",
+        ["result = df.query(\"priority == 'urgent'\")['hours'].sum()",
+         "result = df.loc[df.priority.eq('urgent'), 'hours'].sum()",
+         "result = df.groupby('priority')['hours'].sum().loc['urgent']"],
+        ["result = df[df['priority'] == 'high']['hours'].sum()",
+         "result = df[df['priority'] == 'urgent']['hours'].mean()",
+         "result = df['hours'].sum()"],
+    ),
+    LabelledCase(
+        "invented", "teams_with_one_low",
+        "Which teams have at least one low priority ticket?",
+        "result = df[df['priority'] == 'low']['team'].drop_duplicates()",
+        ["result = df.loc[df['priority'] == 'low', 'team'].unique()",
+         "counts = df[df.priority == 'low'].groupby('team').size()\nresult = counts[counts >= 1].index",
+         "result = sorted(set(df.query(\"priority == 'low'\").team))"],
+        ["result = df['team'].drop_duplicates()",
+         "result = df[df['priority'] == 'medium']['team'].drop_duplicates()",
+         "result = df.groupby('team').size().idxmin()"],
+    ),
+    # --- expected: an expected result and no reference code
+    LabelledCase(
+        "expected", "cancelled_count",
+        "How many orders were cancelled?",
+        None,
+        ["result = int((orders['status'] == 'cancelled').sum())",
+         "result = len(orders.query(\"status == 'cancelled'\"))",
+         "result = orders['status'].value_counts()['cancelled']"],
+        ["result = len(orders)", "result = int((orders['status'] == 'returned').sum())"],
+        frames=SHOP, expected=3,
+    ),
+    LabelledCase(
+        "expected", "gold_newest_first",
+        "List the names of the gold-tier customers, sorted by sign-up date, newest first.",
+        None,
+        ["result = customers[customers['tier'] == 'gold'].sort_values('signup_date', ascending=False)['name']",
+         "result = customers.query(\"tier == 'gold'\").sort_values(by='signup_date', ascending=False).name.tolist()"],
+        ["result = customers[customers['tier'] == 'gold'].sort_values('signup_date')['name']",
+         "result = customers.sort_values('signup_date', ascending=False)['name']"],
+        frames=SHOP, expected=["Helix", "Ember", "Dune", "Acme"],
+    ),
+    LabelledCase(
+        "expected", "web_revenue",
+        "What is the total amount of the shipped web orders?",
+        None,
+        ["result = orders[(orders['status'] == 'shipped') & (orders['channel'] == 'web')]['amount'].sum()",
+         "result = orders.query(\"status == 'shipped' and channel == 'web'\").amount.sum()"],
+        ["result = orders[orders['channel'] == 'web']['amount'].sum()",
+         "result = orders[orders['status'] == 'shipped']['amount'].sum()"],
+        frames=SHOP, expected=2235.0,
+    ),
+    # --- array: array-like answers
+    LabelledCase(
+        "array", "unique_teams",
+        "Which teams have escalated tickets?",
+        "result = df[df['status'] == 'escalated']['team'].drop_duplicates()",
+        ["result = df[df['status'] == 'escalated']['team'].unique()",
+         "result = set(df.loc[df.status == 'escalated', 'team'])",
+         "result = df.query(\"status == 'escalated'\").team.unique().tolist()",
+         "result = np.unique(df[df.status.eq('escalated')]['team'].to_numpy())"],
+        ["result = df['team'].unique()",
+         "result = df[df['status'] == 'closed']['team'].unique()",
+         "result = tuple(df[df['status'] == 'escalated']['team'])"],
+    ),
+    LabelledCase(
+        "array", "hours_values",
+        "What are the resolution hours of the urgent tickets?",
+        "result = df[df['priority'] == 'urgent']['hours']",
+        ["result = df[df['priority'] == 'urgent']['hours'].to_numpy()",
+         "result = df.loc[df.priority == 'urgent', 'hours'].values",
+         "result = tuple(df.query(\"priority == 'urgent'\")['hours'])"],
+        ["result = df[df['priority'] == 'urgent']['hours'].dropna().to_numpy()",
+         "result = df[df['priority'] == 'high']['hours'].values",
+         "result = df[df['priority'] == 'urgent']['satisfaction'].to_numpy()"],
+    ),
+    LabelledCase(
+        "array", "big_spenders_index",
+        "Which customer ids spent more than 300 in total on shipped orders?",
+        "totals = orders[orders['status'] == 'shipped'].groupby('customer_id')['amount'].sum()\nresult = totals[totals > 300].index.tolist()",
+        ["totals = orders[orders.status == 'shipped'].groupby('customer_id').amount.sum()\nresult = totals[totals > 300].index",
+         "totals = orders.query(\"status == 'shipped'\").groupby('customer_id')['amount'].sum()\nresult = set(totals[totals.gt(300)].index)",
+         "totals = orders[orders['status'] == 'shipped'].groupby('customer_id')['amount'].sum()\nresult = totals.index[totals > 300].to_numpy()"],
+        ["totals = orders.groupby('customer_id')['amount'].sum()\nresult = totals[totals > 300].index.tolist()",
+         "totals = orders[orders['status'] == 'shipped'].groupby('customer_id')['amount'].sum()\nresult = totals[totals > 400].index",
+         "result = orders[orders['amount'] > 400]['customer_id'].unique()"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "array", "priority_counts_dict",
+        "What is the number of tickets per priority?",
+        "result = df['priority'].value_counts()",
+        ["result = df['priority'].value_counts().to_dict()",
+         "result = dict(df.groupby('priority').size())",
+         "result = {priority: len(group) for priority, group in df.groupby('priority')}"],
+        ["result = df['status'].value_counts().to_dict()",
+         "result = df['priority'].nunique()",
+         "result = {priority: len(group) for priority, group in df[df.status == 'closed'].groupby('priority')}"],
+    ),
+    LabelledCase(
+        "array", "urgent_dates",
+        "On which dates were urgent tickets opened?",
+        "result = pd.to_datetime(df[df['priority'] == 'urgent']['opened'])",
+        ["result = pd.to_datetime(df.loc[df.priority == 'urgent', 'opened']).unique()",
+         "result = df[df['priority'] == 'urgent']['opened'].tolist()",
+         "result = pd.to_datetime(df.query(\"priority == 'urgent'\").opened).dt.date.tolist()"],
+        ["result = pd.to_datetime(df[df['priority'] == 'high']['opened']).unique()",
+         "result = df['opened'].unique()"],
+    ),
+    LabelledCase(
+        "array", "tiers_sorted",
+        "List the distinct customer tiers in alphabetical order.",
+        "result = sorted(customers['tier'].unique())",
+        ["result = customers['tier'].drop_duplicates().sort_values()",
+         "result = customers['tier'].astype('category').cat.categories",
+         "result = customers.tier.sort_values().unique()"],
+        ["result = customers['tier'].unique()",
+         "result = set(customers['tier'])",
+         "result = sorted(customers['country'].unique())"],
+        frames=SHOP,
+    ),
+    # --- recovered: the generated code failed; the last recovery attempt is the model's final answer
+    LabelledCase(
+        "recovered", "shipped_total",
+        "What is the total amount of the shipped orders?",
+        "result = orders[orders['status'] == 'shipped']['amount'].sum()",
+        [Recovered("result = orders[orders['state'] == 'shipped']['amount'].sum()",
+                   ("result = orders[orders['status'] == 'shipped']['amount'].sum()",)),
+         Recovered("result = orders.query(\"status == 'shipped'\"].amount.sum()",
+                   ("result = orders.query(\"status == 'shipped'\").amount.sum()",)),
+         Recovered("result = orders[orders.state == 'shipped'].amount.sum()",
+                   ("result = orders[orders['state'] == 'shipped']['amount'].sum()",
+                    "result = orders.loc[orders['status'].eq('shipped'), 'amount'].sum()"))],
+        [Recovered("result = orders[orders['state'] == 'shipped']['amount'].sum()", ("result = orders['amount'].sum()",)),
+         Recovered("result = orders[orders['state'] == 'shipped']['amount'].sum()",
+                   ("result = orders[orders['State'] == 'shipped']['amount'].sum()",)),
+         "result = orders[orders['status'] == 'pending']['amount'].sum()"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "recovered", "satisfaction_per_team",
+        "What is the average satisfaction per team?",
+        "result = df.groupby('team')['satisfaction'].mean()",
+        [Recovered("result = df.groupby('teams')['satisfaction'].mean()", ("result = df.groupby('team')['satisfaction'].mean()",)),
+         Recovered("result = df.groupby('team').agg(avg=('satisfaction', 'avg'))",
+                   ("result = df.groupby('team', as_index=False).agg(avg_satisfaction=('satisfaction', 'mean'))",)),
+         Recovered("result = df.pivot_table(index='team', values='satisfaction', aggfunc='mean'",
+                   ("result = df.pivot_table(index='team', values='satisfaction', aggfunc='mean')",))],
+        [Recovered("result = df.groupby('teams')['satisfaction'].mean()", ("result = df.groupby('team')['satisfaction'].median()",)),
+         Recovered("result = df.groupby('teams')['satisfaction'].mean()", ("result = df['satisfaction'].mean()",)),
+         "result = df.groupby('team')['satisfaction'].sum()"],
+    ),
+    LabelledCase(
+        "recovered", "gold_countries",
+        "Which countries do the gold-tier customers come from?",
+        "result = customers[customers['tier'] == 'gold']['country'].drop_duplicates()",
+        [Recovered("result = customers[customers.tier == 'gold'].countries.unique()",
+                   ("result = customers[customers.tier == 'gold']['country'].unique()",)),
+         Recovered("result = set(customers.query('tier == gold')['country'])",
+                   ("result = set(customers.query(\"tier == 'gold'\")['country'])",))],
+        [Recovered("result = customers[customers.tier == 'gold'].countries.unique()", ("result = customers['country'].unique()",)),
+         Recovered("result = customers[customers.tier == 'gold'].countries.unique()",
+                   ("result = customers[customers.tier == 'silver']['country'].unique()",))],
+        frames=SHOP,
+    ),
+    # --- no_truth: neither reference code nor an expected result
+    LabelledCase(
+        "no_truth", "web_average_unchecked",
+        "What is the average amount of the web orders?",
+        None,
+        ["result = orders[orders['channel'] == 'web']['amount'].mean()",
+         "result = orders.query(\"channel == 'web'\").amount.mean()"],
+        ["result = orders['amount'].mean()", "result = 0"],
+        frames=SHOP,
+    ),
+    LabelledCase(
+        "no_truth", "tickets_per_team_unchecked",
+        "How many tickets does each team have?",
+        None,
+        ["result = df['team'].value_counts()", "result = df.groupby('team').size()"],
+        ["result = df.groupby('agent').size()", "result = len(df)"],
+    ),
+]
+LABELLED = [_baseline(case) for case in CASES] + NEW_CASES
+CLASSES = ("baseline", "invented", "expected", "array", "recovered", "no_truth")
