@@ -12,14 +12,25 @@ What the queries returned comes from one of two places:
   ``now()`` pinned to the item's ``now``, else the score's creation time. What they return there
   is what is compared (results the item also supplies are then only a fallback). Then:
 
-  - an error in the *expected* query (it does not parse, names an unknown table or column) fails
-    schema match and results match, with the reason: the item is wrong, not the generation;
+  - any failure of the *expected* query offline (it does not parse, names an unknown table or
+    column, fails in DuckDB's binder, holds a datetime literal the engine reads as null, or meets a
+    gap in the engine) means "cannot execute offline": never the generated query's fault. The
+    components fall back to results supplied in the item, else are ``skipped`` with the reason;
   - an error in the *generated* query is "did not execute": both score 0 with the error in their
     details, and the item cannot pass (:func:`_pass_blockers`);
-  - a gap in the offline engine (``KqlUnsupported``) in either query says nothing about the query:
-    the components fall back to results supplied in the item, else are ``skipped`` with the reason;
+  - a gap in the offline engine (``KqlUnsupported``, a datetime literal read as null) in the
+    generated query says nothing about it: as for the expected query, supplied results or skipped;
   - an error the item reports itself (``generated_error`` / ``expected_error``) is the real engine's
-    word and is taken as given: nothing runs offline.
+    word and is taken as given: nothing runs offline. An expected query that failed leaves nothing
+    to compare: skipped.
+
+When the expected query's output is not uniquely determined (ties, ``take`` without a sort, the
+default join kind), the comparison accepts any valid answer (:mod:`assay.scoring.kql.ties`).
+
+A pass needs execution evidence (invariant 7, design 000's "it executes"): results match names a
+pass blocker when it could not compare results (no dataset and no results, or a query that cannot
+run offline with nothing supplied), and, with ``must_match`` (``kql_strict``), when the results it
+compared differ. The total still shows what was measured.
 """
 
 from __future__ import annotations
@@ -32,11 +43,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds import Kind
-from assay.scoring.kql import KqlParseError, offline, parse_query
+from assay.scoring.kql import KqlParseError, offline, parse_query, ties
 from assay.scoring.kql.report import kql_live_lines, kql_report_row
 from assay.scoring.kql.results import (
     ResultsMode,
     align_columns,
+    best_answer,
     column_key,
     compare_rows,
 )
@@ -102,9 +114,27 @@ class _Returned:
     expected_rows: list[Row] | None
     generated_rows: list[Row] | None
     generated_error: str | None = None
-    expected_error: str | None = None  # set only by an offline run: the supplied one is item.expected_error
-    unsupported: str | None = None  # why the offline engine could not run a query (then: supplied values)
+    unsupported: str | None = None  # why a query could not run offline (then: supplied values)
+    answers: ties.Answers | None = None  # every valid answer, when the expected output is open
     details: dict[str, Any] = field(default_factory=dict)
+
+    def expected_for(self) -> tuple[list[Row], dict[str, str]]:
+        """The expected rows to compare with, and the renamed columns: among the valid answers,
+        the one closest to the generated rows (the expected run's own rows when only one is valid).
+        Columns are aligned on the expected run, then again on the answer picked with them."""
+        expected = self.expected_rows or []
+        generated = self.generated_rows or []
+        columns = self.expected_columns or []
+        generated_columns = self.generated_columns or []
+        renamed = align_columns(columns, expected, generated_columns, generated)
+        if self.answers is None or not self.answers.open:
+            return expected, renamed
+        groups, ordered = self.answers.groups, self.answers.ordered
+        picked = best_answer(groups, ordered, generated, renamed)
+        again = align_columns(columns, picked, generated_columns, generated)
+        if again != renamed:
+            renamed, picked = again, best_answer(groups, ordered, generated, again)
+        return picked, renamed
 
 
 def _supplied(item: KqlItem, details: dict[str, Any] | None = None) -> _Returned:
@@ -118,29 +148,49 @@ def _supplied(item: KqlItem, details: dict[str, Any] | None = None) -> _Returned
     )
 
 
+def _cannot_run(item: KqlItem, failures: dict[str, str]) -> _Returned:
+    """Nothing offline can be used: the item's supplied results, with the reason kept."""
+    fallback = _supplied(item, {"source": "supplied", "dataset": item.dataset, "offline_unsupported": failures})
+    fallback.unsupported = "; ".join(f"the {role} query cannot be executed offline ({why})" for role, why in failures.items())
+    return fallback
+
+
 def _returned(item: KqlItem, ctx: MetricContext) -> _Returned:
     """Run both queries on the item's dataset (cached per process), or take what the item supplies."""
     if item.dataset is None or item.generated_error or item.expected_error:
         return _supplied(item, {"source": "supplied"} if item.dataset else None)
     now = item.now or ctx.now
     loader = ctx.dataset_loader or offline.store_loader
-    expected = offline.execute(item.expected_kql, item.dataset, now, loader)
-    where = {"source": "offline", "dataset": item.dataset, "now": now.isoformat()}
-    if expected.status == "error":
-        return _Returned(None, None, None, None, expected_error=expected.message, details=where)
-    generated = offline.execute(item.generated_kql, item.dataset, now, loader)
+    dataset = item.dataset
+    expected = offline.execute(item.expected_kql, dataset, now, loader)
+    if expected.status != "ok":
+        return _cannot_run(item, {"expected": expected.message or expected.status})
+    where = {"source": "offline", "dataset": dataset, "now": now.isoformat()}
+    generated = offline.execute(item.generated_kql, dataset, now, loader)
     if generated.status == "error":
         return _Returned(None, None, None, None, generated_error=generated.message, details=where)
-    gaps = {role: o.message for role, o in (("expected", expected), ("generated", generated)) if o.status == "unsupported"}
-    if gaps:
-        fallback = _supplied(item, {"source": "supplied", "dataset": item.dataset, "offline_unsupported": gaps})
-        fallback.unsupported = "; ".join(f"the {role} query cannot be executed offline ({why})" for role, why in gaps.items())
-        return fallback
+    if generated.status == "unsupported":
+        return _cannot_run(item, {"generated": generated.message or generated.status})
     truncated = [role for role, o in (("expected", expected), ("generated", generated)) if o.truncated]
     if truncated:
         where["truncated"] = {"queries": truncated, "rows_kept": offline.MAX_RESULT_ROWS}
+    answers = None
+    tie_plan = ties.plan(item.expected_kql)
+    if tie_plan is not None:
+        found = ties.answers(tie_plan, lambda query: offline.execute(query, dataset, now, loader))
+        if isinstance(found, str):
+            where["ties"] = {"construct": tie_plan.construct, "note": f"{found}; compared with the expected run's rows"}
+        else:
+            answers = found
+            if found.open:
+                where["ties"] = {"construct": tie_plan.construct, "note": "any valid answer of the expected query is accepted"}
     return _Returned(
-        list(expected.columns), list(generated.columns), list(expected.rows), list(generated.rows), details=where
+        list(expected.columns),
+        list(generated.columns),
+        list(expected.rows),
+        list(generated.rows),
+        answers=answers,
+        details=where,
     )
 
 
@@ -150,29 +200,38 @@ def _did_not_execute(returned: _Returned) -> ComponentResult:
     )
 
 
-def _nothing_to_compare(returned: _Returned, missing: str) -> ComponentResult:
+def _nothing_to_compare(returned: _Returned, missing: str, *, blocks: bool = False) -> ComponentResult:
+    """Skipped: nothing to compare. ``blocks``: name the evidence blocker (results match does; one
+    component naming it is enough)."""
     if returned.unsupported:
-        return ComponentResult.skipped(
-            f"{returned.unsupported}, and the item supplies no {missing} to fall back on", returned.details
-        )
-    return ComponentResult.skipped(f"the item has no {missing} to compare with")
+        reason = f"{returned.unsupported}, and the item supplies no {missing} to fall back on"
+    else:
+        reason = f"the item has no {missing} to compare with"
+    return ComponentResult.skipped(reason, returned.details, pass_blocker=f"no execution evidence: {reason}" if blocks else None)
 
 
-@metric("kql.schema_match", version=2, kinds=("kql",))
+def _expected_did_not_execute(item: KqlItem, returned: _Returned, *, blocks: bool = False) -> ComponentResult:
+    reason = f"the expected query did not execute (the item says: {item.expected_error}); nothing to compare with"
+    return ComponentResult.skipped(reason, returned.details, pass_blocker=f"no execution evidence: {reason}" if blocks else None)
+
+
+@metric("kql.schema_match", version=3, kinds=("kql",))
 def schema_match() -> Any:
     """Design 000: ``1 - missing / expected`` columns; extra columns are free.
 
     A column is missing when the generated result has it under no name: a column renamed by an
     alias, whose values show it is the same column (:func:`~assay.scoring.kql.results.align_columns`),
     counts as present and is listed in ``renamed_columns`` (expected name -> generated name).
-    Version 2: renamed columns (version 1 counted them missing)."""
+    Version 2: renamed columns (version 1 counted them missing). Version 3: an expected query that
+    fails offline is skipped (cannot execute offline), not failed; renamed columns are found on the
+    valid answer closest to the generated rows when the expected output is open (ties)."""
 
     def score(item: KqlItem, ctx: MetricContext) -> ComponentResult:
         returned = _returned(item, ctx)
         if returned.generated_error:
             return _did_not_execute(returned)
-        if returned.expected_error:
-            return ComponentResult.failed(f"the expected query did not execute: {returned.expected_error}", returned.details)
+        if item.expected_error and returned.expected_columns is None:
+            return _expected_did_not_execute(item, returned)
         if returned.expected_columns is None:
             return _nothing_to_compare(returned, "expected columns")
         expected = list(dict.fromkeys(returned.expected_columns))
@@ -181,9 +240,7 @@ def schema_match() -> Any:
         if returned.generated_columns is None and returned.unsupported:
             return _nothing_to_compare(returned, "generated columns")
         generated_columns = returned.generated_columns or []
-        renamed = align_columns(
-            expected, returned.expected_rows or [], generated_columns, returned.generated_rows or []
-        )
+        _, renamed = returned.expected_for()
         generated = {column_key(c) for c in generated_columns}
         wanted = {column_key(e) for e in expected}
         used = {column_key(g) for g in renamed.values()}
@@ -238,46 +295,58 @@ def semantic_similarity(
     return score
 
 
-@metric("kql.results_match", version=2, kinds=("kql",))
-def results_match(mode: ResultsMode = "recall", max_rows: int = 100) -> Any:
+@metric("kql.results_match", version=3, kinds=("kql",))
+def results_match(mode: ResultsMode = "recall", must_match: bool = False) -> Any:
     """Design 000: expected rows found / expected rows (``recall``); ``f1`` also penalises extra rows.
-    Row order counts only when the expected query ends in a sort. A column renamed by an alias is
-    compared under its expected name (``renamed_columns`` in the details; formula and rule in
-    :mod:`assay.scoring.kql.results`). ``generated_rows`` in the details is the number of rows the
-    generated query returned. Version 2: renamed columns (version 1 found no row with one)."""
+    Every row of both results is compared. Row order counts only when the expected query ends in a
+    sort. A column renamed by an alias is compared under its expected name (``renamed_columns`` in
+    the details; formula and rule in :mod:`assay.scoring.kql.results`). When the expected output is
+    not uniquely determined, any valid answer is accepted (:mod:`assay.scoring.kql.ties`).
+    ``generated_rows`` in the details is the number of rows the generated query returned.
+
+    Pass blockers: when no results could be compared (``no execution evidence``), and, with
+    ``must_match``, when the results compared differ (score below 1).
+
+    Version 2: renamed columns (version 1 found no row with one). Version 3: ties, every row compared
+    (``max_rows`` is gone), an expected query failing offline skipped as "cannot execute offline",
+    the evidence blocker, ``must_match``."""
     if mode not in ("recall", "f1"):
         raise CriteriaError(f"kql.results_match: mode must be 'recall' or 'f1', got {mode!r}")
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-        raise CriteriaError(f"kql.results_match: max_rows must be a positive integer, got {max_rows!r}")
+    if not isinstance(must_match, bool):
+        raise CriteriaError(f"kql.results_match: must_match must be true or false, got {must_match!r}")
 
     def score(item: KqlItem, ctx: MetricContext) -> ComponentResult:
         returned = _returned(item, ctx)
         if returned.generated_error:
             return _did_not_execute(returned)
-        expected_error = returned.expected_error or (item.expected_error if returned.details.get("source") != "offline" else None)
-        if expected_error:
-            return ComponentResult.failed(f"the expected query did not execute: {expected_error}", returned.details)
+        if item.expected_error and returned.expected_rows is None:
+            return _expected_did_not_execute(item, returned, blocks=True)
         if returned.expected_rows is None:
-            return _nothing_to_compare(returned, "expected results")
+            return _nothing_to_compare(returned, "expected results", blocks=True)
         if returned.generated_rows is None:
-            return _nothing_to_compare(returned, "generated results")
+            return _nothing_to_compare(returned, "generated results", blocks=True)
         note = None
         try:
             ordered = parse_query(item.expected_kql).ordered
         except KqlParseError as exc:
             ordered, note = False, f"row order ignored: the expected query does not parse ({exc.message})"
+        expected, renamed = returned.expected_for()
         value, details = compare_rows(
-            returned.expected_rows,
+            expected,
             returned.generated_rows,
             ordered=ordered,
             mode=mode,
-            max_rows=max_rows,
             expected_columns=returned.expected_columns,
             generated_columns=returned.generated_columns,
+            renamed=renamed,
         )
         if note:
             details["note"] = note
         details.update(returned.details)
+        if must_match and value < 1.0:
+            return ComponentResult.ok(
+                value, details, pass_blocker=f"the results differ from the expected results ({mode} {value:.3f})"
+            )
         return ComponentResult.ok(value, details)
 
     return score
@@ -297,8 +366,9 @@ def _pass_blockers(item: KqlItem) -> list[str]:
     For a dataset item, the verdict of the offline run the components made in this process is
     reused (:func:`assay.scoring.kql.offline.check`); in another process the query is bound on the
     dataset without running it, which finds the same errors (syntax, unknown table or column). An
-    engine gap (``unsupported``) never blocks. When the check itself cannot be made, the item is
-    blocked with the reason rather than passed unchecked.
+    engine gap (``unsupported``) is not an error here; that nothing could be compared then is the
+    results match's blocker. When the check itself cannot be made, the item is blocked with the
+    reason rather than passed unchecked.
     """
     if item.generated_error:
         return [f"generated query did not execute: {item.generated_error}"]

@@ -8,6 +8,12 @@ Two failures are kept apart because they mean different things for a score:
   ``KqlUnsupportedError``, or DuckDB failing on the SQL it was given). Nothing may be concluded
   about the query from that.
 
+A datetime literal that the offline engine cannot read becomes null there, silently (Kusto reads
+``datetime(2024-03-06 10:00 PM)``; duckdb-kql does not), and a query comparing with null returns
+nothing: two queries would agree about nothing. So each datetime literal of a query is evaluated on
+its own first (once per process); one that evaluates to null, other than ``datetime(null)``, makes
+the query :class:`KqlUnsupported`.
+
 ``now()`` / ``ago()`` read the ``now`` passed in, never the wall clock, so a rerun agrees. The
 database has no access to files or the network (``enable_external_access`` is off) and the query
 cannot write.
@@ -16,6 +22,7 @@ cannot write.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -23,6 +30,8 @@ from typing import Any
 
 import duckdb
 import duckdb_kql
+from antlr4 import InputStream
+from duckdb_kql._antlr.KqlLexer import KqlLexer
 
 from assay.scoring.kql.parser import rewrite_count_star
 
@@ -99,6 +108,11 @@ def run_on(
     tables or columns show) and returns its columns without running it.
     """
     try:
+        unreadable = [literal for literal in _datetime_literals(query) if not _readable(con, literal)]
+        if unreadable:
+            raise KqlUnsupported(
+                f"the offline engine reads the datetime literal {unreadable[0]} as null (Kusto may read it)"
+            )
         relation = duckdb_kql.kql(con, rewrite_count_star(query), allow_write=False, query_now=_utc(now))
         columns = list(relation.columns)
         dynamic = [str(t) == "JSON" for t in relation.types]
@@ -123,6 +137,36 @@ def run_on(
         ],
         truncated,
     )
+
+
+def _datetime_literals(query: str) -> list[str]:
+    """The query's datetime literals, as spelled (strings and comments aside; ``datetime(null)`` is
+    a null on purpose)."""
+    if "datetime" not in query.lower():
+        return []
+    lexer = KqlLexer(InputStream(query))
+    lexer.removeErrorListeners()
+    spelled = (t.text for t in lexer.getAllTokens() if t.type == KqlLexer.DATETIMELITERAL)
+    return list(dict.fromkeys(t for t in spelled if "".join(t.lower().split()) != "datetime(null)"))
+
+
+_readable_literals: dict[str, bool] = {}
+_readable_lock = threading.Lock()
+
+
+def _readable(con: duckdb.DuckDBPyConnection, literal: str) -> bool:
+    """Whether the offline engine reads ``literal`` as a value (cached per process)."""
+    with _readable_lock:
+        known = _readable_literals.get(literal)
+    if known is None:
+        try:
+            rows = duckdb_kql.kql(con, f"print v = {literal}").fetchall()
+        except (duckdb_kql.KqlError, duckdb.Error):
+            return True  # not a read we can make: the query's own run says what it is
+        known = bool(rows) and rows[0][0] is not None
+        with _readable_lock:
+            _readable_literals[literal] = known
+    return known
 
 
 def _utc(moment: datetime) -> datetime:

@@ -10,12 +10,17 @@ column name), never as a bag of loose values:
   null as one null; datetimes in UTC; dynamic values as canonical JSON;
 - row order is ignored (rows are a multiset) unless ``ordered``: then expected row *i* must be
   generated row *i*;
-- the first ``max_rows`` expected rows are compared.
+- every row is compared, on both sides (a sample of the first rows would miss extra rows past it,
+  and which rows come first is itself open when the order is).
 
-Scores, with E = the compared expected rows and G the generated rows::
+When the expected query's output is not uniquely determined (ties, ``take`` without a sort, the
+default join kind: :mod:`assay.scoring.kql.ties`), E is the valid answer closest to the generated
+rows (:func:`best_answer`), never one picked by an arbitrary order.
+
+Scores, with E = the expected rows and G the generated rows::
 
     recall    = expected rows found in G / |E|          (design 000's formula, the default)
-    precision = generated rows (first max_rows) found among the expected rows / their count
+    precision = generated rows found among the expected rows / |G|
     f1        = 2 · recall · precision / (recall + precision)    (also penalises extra rows)
 
 When the expected query returned no rows, the score is 1.0 if the generated query returned none
@@ -65,7 +70,8 @@ _MISSING = ("missing",)  # a column the generated row lacks: equals nothing, not
 _NULL = ("null",)
 
 
-def _value_key(value: Any) -> Hashable:
+def value_key(value: Any) -> Hashable:
+    """A value as values compare (see the module docstring)."""
     if value is None:
         return _NULL
     if isinstance(value, bool):
@@ -94,7 +100,7 @@ def column_key(name: Any) -> str:
 
 def _row_key(row: Row, columns: Sequence[str]) -> tuple[Hashable, ...]:
     lowered = {column_key(k): v for k, v in row.items()}
-    return tuple(_value_key(lowered[c]) if c in lowered else _MISSING for c in columns)
+    return tuple(value_key(lowered[c]) if c in lowered else _MISSING for c in columns)
 
 
 # One-row values that agree by coincidence too often to say two columns are the same.
@@ -109,7 +115,7 @@ def _profile(rows: Sequence[dict[str, Any]], column: str) -> Counter | None:
     for row in rows:
         if column not in row:
             return None
-        values[_value_key(row[column])] += 1
+        values[value_key(row[column])] += 1
     if not values or (len(rows) > 1 and len(values) == 1):
         return None
     if len(rows) == 1 and next(iter(values)) in _TRIVIAL:
@@ -154,49 +160,50 @@ def compare_rows(
     *,
     ordered: bool,
     mode: ResultsMode = "recall",
-    max_rows: int = 100,
     expected_columns: Sequence[str] | None = None,
     generated_columns: Sequence[str] | None = None,
     align: bool = True,
+    renamed: dict[str, str] | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """The results-match score of ``generated`` against ``expected`` and what differed.
 
     ``expected_columns`` / ``generated_columns`` are the results' columns, in order (default: the
-    keys of their rows); with ``align``, renamed columns are matched (:func:`align_columns`)."""
-    compared = expected[:max_rows]
+    keys of their rows); with ``align``, renamed columns are matched (:func:`align_columns`), unless
+    ``renamed`` gives the matches already."""
     details: dict[str, Any] = {
         "mode": mode,
         "ordered": ordered,
         "expected_rows": len(expected),
         "generated_rows": len(generated),
-        "compared_rows": len(compared),
+        "compared_rows": len(expected),
     }
-    if not compared:
+    if not expected:
         details["reason"] = "the expected query returned no rows"
         return (1.0 if not generated else 0.0), details
 
-    columns = list(dict.fromkeys(column_key(k) for row in compared for k in row))
-    renamed: dict[str, str] = {}
+    columns = list(dict.fromkeys(column_key(k) for row in expected for k in row))
+    if renamed is None:
+        renamed = {}
+        if align:
+            named = expected_columns if expected_columns is not None else _keys(expected)
+            renamed = align_columns(named, expected, generated_columns if generated_columns is not None else _keys(generated), generated)
     if align:
-        named = expected_columns if expected_columns is not None else _keys(expected)
-        renamed = align_columns(named, expected, generated_columns if generated_columns is not None else _keys(generated), generated)
         details["renamed_columns"] = renamed
     # The generated rows are read under the generated names of renamed columns.
     source = {column_key(e): column_key(g) for e, g in renamed.items()}
     generated_columns_read = [source.get(c, c) for c in columns]
-    expected_keys = [_row_key(row, columns) for row in compared]
-    shown = generated[:max_rows]
+    expected_keys = [_row_key(row, columns) for row in expected]
     if ordered:
-        shown_keys = [_row_key(row, generated_columns_read) for row in shown]
-        matches = [e == g for e, g in zip(expected_keys, shown_keys)]
+        generated_keys = [_row_key(row, generated_columns_read) for row in generated]
+        matches = [e == g for e, g in zip(expected_keys, generated_keys)]
         found = sum(matches)
-        missing = [row for i, row in enumerate(compared) if i >= len(matches) or not matches[i]]
+        missing = [row for i, row in enumerate(expected) if i >= len(matches) or not matches[i]]
     else:
         found, missing = _found_in(
-            compared, expected_keys, Counter(_row_key(row, generated_columns_read) for row in generated)
+            expected, expected_keys, Counter(_row_key(row, generated_columns_read) for row in generated)
         )
 
-    recall = found / len(compared)
+    recall = found / len(expected)
     details.update(matched_rows=found, recall=round(recall, 6))
     details["missing_rows"] = [_jsonable(r) for r in missing[:SAMPLE_ROWS]]
     if mode == "recall":
@@ -204,11 +211,11 @@ def compare_rows(
 
     if ordered:
         kept = found
-        extra = [row for i, row in enumerate(shown) if i >= len(matches) or not matches[i]]
+        extra = [row for i, row in enumerate(generated) if i >= len(matches) or not matches[i]]
     else:
-        shown_keys = [_row_key(row, generated_columns_read) for row in shown]
-        kept, extra = _found_in(shown, shown_keys, Counter(_row_key(row, columns) for row in expected))
-    precision = kept / len(shown) if shown else 0.0
+        generated_keys = [_row_key(row, generated_columns_read) for row in generated]
+        kept, extra = _found_in(generated, generated_keys, Counter(_row_key(row, columns) for row in expected))
+    precision = kept / len(generated) if generated else 0.0
     f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
     details.update(precision=round(precision, 6), f1=round(f1, 6))
     details["extra_rows"] = [_jsonable(r) for r in extra[:SAMPLE_ROWS]]
@@ -235,3 +242,41 @@ def _found_in(rows: Sequence[Row], keys: list[tuple[Hashable, ...]], pool: Count
         else:
             unmatched.append(row)
     return found, unmatched
+
+
+def best_answer(
+    groups: Sequence[tuple[Sequence[Row], int]],
+    ordered: bool,
+    generated: Sequence[Row],
+    renamed: dict[str, str],
+) -> list[Row]:
+    """Among the valid answers that ``groups`` describe (each group: candidate rows, how many a
+    valid answer takes; :class:`assay.scoring.kql.ties.Answers`), the one closest to ``generated``:
+    each group takes the generated rows it holds, up to its quota, then its other candidates in a
+    canonical order. When ``ordered``, the groups follow one another and inside a group the rows
+    the generated result holds come in its order, so a valid order of tied rows lines up.
+    ``renamed``: expected column -> generated column (:func:`align_columns`)."""
+    columns = list(dict.fromkeys(column_key(k) for rows, _ in groups for row in rows for k in row))
+    source = {column_key(e): column_key(g) for e, g in renamed.items()}
+    generated_keys = [_row_key(row, [source.get(c, c) for c in columns]) for row in generated]
+    pools: list[dict[Hashable, list[Row]]] = []
+    where: dict[Hashable, list[int]] = {}
+    for index, (rows, _) in enumerate(groups):
+        pool: dict[Hashable, list[Row]] = {}
+        for row in rows:
+            pool.setdefault(_row_key(row, columns), []).append(row)
+        pools.append(pool)
+        for key in pool:
+            where.setdefault(key, []).append(index)
+    taken: list[list[Row]] = [[] for _ in groups]
+    for key in generated_keys:
+        for index in where.get(key, ()):
+            if len(taken[index]) < groups[index][1] and pools[index][key]:
+                taken[index].append(pools[index][key].pop())
+                break
+    answer: list[Row] = []
+    for index, (_, quota) in enumerate(groups):
+        rest = sorted(pools[index].items(), key=lambda kv: repr(kv[0]))
+        fill = [row for _, rows in rest for row in rows][: quota - len(taken[index])]
+        answer += taken[index] + fill
+    return answer

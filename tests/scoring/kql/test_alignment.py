@@ -13,8 +13,8 @@ from assay.scoring.kql.results import align_columns, compare_rows
 from assay.scoring.metrics.registry import MetricContext, build_metric
 
 CTX = MetricContext(now=datetime(2007, 1, 31))
-SCHEMA = build_metric("kql.schema_match", 2, {}, "kql")
-RESULTS = build_metric("kql.results_match", 2, {"mode": "f1", "max_rows": 100}, "kql")
+SCHEMA = build_metric("kql.schema_match", 3, {}, "kql")
+RESULTS = build_metric("kql.results_match", 3, {"mode": "f1"}, "kql")
 
 PER_STATE = [{"State": "TEXAS", "count_": 4}, {"State": "IOWA", "count_": 2}, {"State": "OHIO", "count_": 3}]
 

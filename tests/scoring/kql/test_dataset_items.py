@@ -16,9 +16,9 @@ from assay.scoring.metrics.registry import ComponentResult, MetricContext, build
 from tests.conftest import REPO
 from tests.scoring.kql.conftest import NOW
 
-SCHEMA = build_metric("kql.schema_match", 2, {}, "kql")
-RESULTS = build_metric("kql.results_match", 2, {"mode": "recall", "max_rows": 100}, "kql")
-RESULTS_F1 = build_metric("kql.results_match", 2, {"mode": "f1", "max_rows": 100}, "kql")
+SCHEMA = build_metric("kql.schema_match", 3, {}, "kql")
+RESULTS = build_metric("kql.results_match", 3, {"mode": "recall"}, "kql")
+RESULTS_F1 = build_metric("kql.results_match", 3, {"mode": "f1"}, "kql")
 SEMANTIC = build_metric("kql.semantic_similarity", 1, {}, "kql")
 STRICT_SEMANTIC = build_metric("kql.semantic_similarity", 1, {"strict": True}, "kql")
 
@@ -96,12 +96,42 @@ def test_a_generated_query_naming_an_unknown_column_did_not_execute(ctx) -> None
     assert "Country" in KIND.pass_blockers(it)[0]
 
 
-def test_an_error_in_the_expected_query_fails_the_components(ctx) -> None:
+def test_an_error_in_the_expected_query_cannot_execute_offline(ctx) -> None:
+    """Never the generated query's fault: skipped with the reason, and no pass without evidence."""
     it = item(f"{S} | count", f"{S} | where Nope == 1 | count")
     schema, results = both(it, ctx)
     for result in (schema, results):
-        assert result.status == "failed" and result.reason.startswith("the expected query did not execute")
+        assert result.status == "skipped" and result.reason.startswith("the expected query cannot be executed offline")
         assert "Nope" in result.reason
+    assert schema.pass_blocker is None  # results match names it, once
+    assert results.pass_blocker == f"no execution evidence: {results.reason}"
+
+
+def test_an_expected_query_failing_in_the_binder_falls_back_to_supplied_results(ctx) -> None:
+    """`has` on a boolean column fails in DuckDB's binder: cannot execute offline, and results the
+    item supplies are compared instead."""
+    expected = f'{S} | where InjuriesDirect > 0 | extend Hurt = true | where Hurt has "true" | count'
+    generated = f"{S} | where InjuriesDirect > 0 | count"
+    alone = RESULTS(item(generated, expected), ctx)
+    assert alone.status == "skipped" and "Binder Error" in alone.reason
+    assert alone.pass_blocker.startswith("no execution evidence: the expected query cannot be executed offline")
+    supplied = item(generated, expected, expected_results=[{"Count": 20}], generated_results=[{"Count": 20}])
+    result = RESULTS(supplied, ctx)
+    assert (result.status, result.score, result.pass_blocker) == ("ok", 1.0, None)
+    assert result.details["source"] == "supplied" and set(result.details["offline_unsupported"]) == {"expected"}
+
+
+@pytest.mark.parametrize("literal", ["datetime(2007-01-30 10:00 PM)", "datetime(2007-01-30Z)"])
+def test_a_datetime_literal_read_as_null_cannot_execute_offline(ctx, literal: str) -> None:
+    """duckdb-kql reads these as null, silently: both sides would return nothing and agree."""
+    expected = f"{S} | where StartTime > {literal} | project StartTime, State"
+    for it in (item(expected, expected), item(f"{S} | where StartTime > datetime(2007-01-30 22:00) | project StartTime, State", expected)):
+        result = RESULTS(it, ctx)
+        assert result.status == "skipped"
+        assert f"reads the datetime literal {literal} as null" in result.reason
+        assert result.pass_blocker is not None
+    generated_side = RESULTS(item(expected, f"{S} | project StartTime, State"), ctx)
+    assert generated_side.status == "skipped" and "the generated query cannot be executed offline" in generated_side.reason
 
 
 def test_an_engine_gap_in_the_generated_query_is_skipped_not_penalised(ctx) -> None:

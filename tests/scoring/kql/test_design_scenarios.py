@@ -34,9 +34,9 @@ TABLES = {"Traces": TRACES, "AppTraces": TRACES[:3]}
 CTX = MetricContext(now=NOW)
 
 COMPONENTS = {
-    "schema_match": ("kql.schema_match", 2, {}),
+    "schema_match": ("kql.schema_match", 3, {}),
     "semantic_similarity": ("kql.semantic_similarity", 1, {"tables": 0.4, "filters": 0.3, "aggregations": 0.3}),
-    "results_match": ("kql.results_match", 2, {"mode": "recall", "max_rows": 100}),
+    "results_match": ("kql.results_match", 3, {"mode": "recall"}),
 }
 
 

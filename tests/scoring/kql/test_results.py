@@ -91,10 +91,15 @@ def test_rows_are_a_multiset() -> None:
     assert unordered([{"a": 1}], [{"a": 1}, {"a": 1}], mode="f1") == pytest.approx(2 * 1 * 0.5 / 1.5)
 
 
-def test_only_the_first_max_rows_expected_rows_are_compared() -> None:
-    score, details = compare_rows(EXPECTED, EXPECTED[:2], ordered=False, max_rows=2)
-    assert score == 1.0
-    assert (details["compared_rows"], details["expected_rows"]) == (2, 4)
+def test_every_row_is_compared_on_both_sides() -> None:
+    """Version 3: no sample of the first rows (which hid extra rows past it: 118 rows for 110)."""
+    expected = [{"n": i} for i in range(110)]
+    generated = expected + [{"n": 1000 + i} for i in range(8)]
+    score, details = compare_rows(expected, generated, ordered=False, mode="f1")
+    assert details["compared_rows"] == 110 and details["precision"] == pytest.approx(110 / 118)
+    assert score == pytest.approx(2 * 110 / 228)
+    score, _ = compare_rows(expected, expected[:105], ordered=False)
+    assert score == pytest.approx(105 / 110)
 
 
 def test_no_expected_rows() -> None:
@@ -112,7 +117,7 @@ def test_mismatch_samples_are_capped_and_serialisable() -> None:
 
 
 def results(item: dict[str, Any], **args: Any) -> ComponentResult:
-    metric = build_metric("kql.results_match", 2, args, "kql")
+    metric = build_metric("kql.results_match", 3, args, "kql")
     return metric(KqlItem(prompt="p", **item), CTX)
 
 
@@ -124,10 +129,21 @@ def test_metric_orders_rows_by_the_expected_query() -> None:
     assert sorted_.details["ordered"] is True
 
 
-def test_metric_f1_mode_and_max_rows() -> None:
+def test_metric_f1_mode() -> None:
     item = {"expected_kql": "T", "generated_kql": "T", "expected_results": EXPECTED, "generated_results": EXPECTED[:2]}
     assert results(item, mode="f1").score == pytest.approx(2 * 0.5 * 1 / 1.5)
-    assert results(item, mode="recall", max_rows=2).score == 1.0
+    assert results(item, mode="recall").score == 0.5
+
+
+def test_must_match_blocks_the_pass_when_the_results_differ() -> None:
+    """kql_strict: results known on both sides and different -> a pass blocker, whatever the score."""
+    item = {"expected_kql": "T", "generated_kql": "T", "expected_results": EXPECTED, "generated_results": EXPECTED + [{"State": "OHIO", "n": 1}]}
+    strict = results(item, mode="f1", must_match=True)
+    assert strict.status == "ok" and strict.score == pytest.approx(2 * 4 / 9)
+    assert strict.pass_blocker == "the results differ from the expected results (f1 0.889)"
+    assert results(item, mode="f1").pass_blocker is None  # the design's kql suite keeps its formula
+    same = {**item, "generated_results": list(reversed(EXPECTED))}
+    assert results(same, mode="f1", must_match=True).pass_blocker is None
 
 
 def test_generated_error_scores_zero() -> None:
@@ -137,11 +153,22 @@ def test_generated_error_scores_zero() -> None:
     assert (result.status, result.score, result.details["error"]) == ("ok", 0.0, "Syntax error")
 
 
-def test_missing_results_skip_and_an_expected_error_fails() -> None:
-    assert results({"expected_kql": "T", "generated_kql": "T"}).status == "skipped"
-    assert results({"expected_kql": "T", "generated_kql": "T", "expected_results": EXPECTED}).status == "skipped"
-    failed = results({"expected_kql": "T", "generated_kql": "T", "expected_error": "boom", "generated_results": []})
-    assert (failed.status, failed.reason) == ("failed", "the expected query did not execute: boom")
+def test_missing_results_skip_and_block_the_pass() -> None:
+    """No results to compare: skipped, and the item cannot pass (no execution evidence)."""
+    for item in (
+        {"expected_kql": "T", "generated_kql": "T"},
+        {"expected_kql": "T", "generated_kql": "T", "expected_results": EXPECTED},
+    ):
+        result = results(item)
+        assert result.status == "skipped"
+        assert result.pass_blocker == f"no execution evidence: {result.reason}"
+
+
+def test_an_expected_error_is_never_the_generated_querys_fault() -> None:
+    skipped = results({"expected_kql": "T", "generated_kql": "T", "expected_error": "boom", "generated_results": []})
+    assert skipped.status == "skipped"
+    assert skipped.reason == "the expected query did not execute (the item says: boom); nothing to compare with"
+    assert skipped.pass_blocker.startswith("no execution evidence: the expected query did not execute")
 
 
 def test_unparsable_expected_query_compares_rows_without_order() -> None:
@@ -152,7 +179,7 @@ def test_unparsable_expected_query_compares_rows_without_order() -> None:
     assert result.details["note"].startswith("row order ignored: the expected query does not parse")
 
 
-@pytest.mark.parametrize("args", [{"mode": "precision"}, {"max_rows": 0}, {"max_rows": "100"}, {"max_rows": True}])
+@pytest.mark.parametrize("args", [{"mode": "precision"}, {"must_match": "yes"}, {"must_match": 1}, {"max_rows": 100}])
 def test_bad_arguments_are_a_criteria_error(args: dict[str, Any]) -> None:
     with pytest.raises(CriteriaError):
-        build_metric("kql.results_match", 2, args, "kql")
+        build_metric("kql.results_match", 3, args, "kql")

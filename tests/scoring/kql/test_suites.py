@@ -31,7 +31,7 @@ def test_four_equal_components(name: str) -> None:
 def test_default_suite_follows_the_design() -> None:
     components = load_suite(CONFIG, "kql", env={}).criteria.components
     assert components["semantic_similarity"].args == {"tables": 0.4, "filters": 0.3, "aggregations": 0.3}
-    assert components["results_match"].args == {"mode": "recall", "max_rows": 100}
+    assert components["results_match"].args == {"mode": "recall"}
 
 
 def test_strict_suite_adds_strict_semantics_and_f1() -> None:
@@ -39,6 +39,6 @@ def test_strict_suite_adds_strict_semantics_and_f1() -> None:
     strict = load_suite(CONFIG, "kql_strict", env={})
     assert strict.name == "kql_strict"
     assert strict.criteria.components["semantic_similarity"].args["strict"] is True
-    assert strict.criteria.components["results_match"].args["mode"] == "f1"
+    assert strict.criteria.components["results_match"].args == {"mode": "f1", "must_match": True}
     assert strict.criteria.judge == default.criteria.judge
     assert strict.criteria_hash != default.criteria_hash
