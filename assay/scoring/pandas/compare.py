@@ -3,8 +3,13 @@
 Both results arrive as tables: the sandbox's encoding (:mod:`assay.scoring.sandbox.encode`) for
 code that ran, or an item's ``expected_result`` (JSON). The rules:
 
-1. **Shapes.** A Series is a one-column frame, a scalar a 1×1 frame, a list one column. A
-   *meaningful* index (named, a MultiIndex, or non-integer labels: groupby keys,
+1. **Shapes.** A Series is a one-column frame, a scalar a 1×1 frame. Array-likes are answers too
+   (how each crosses the sandbox boundary: :mod:`assay.scoring.sandbox.encode`): a list, tuple,
+   1-D numpy array, pandas ExtensionArray (``unique()`` of a string, categorical, nullable or
+   datetime column) or Index is one column in its own order (a MultiIndex one column per level, a
+   list of equally long tuples rows); a set is one column with no order; a dict is a Series (keys
+   as its index). So ``df['b'].unique()``, ``df['b'].drop_duplicates()``, ``set(df['b'])`` and
+   ``df['b'].unique().tolist()`` all answer "which b". A *meaningful* index (named, a MultiIndex, or non-integer labels: groupby keys,
    ``value_counts()``) is part of the result as leading columns; an unnamed integer index (row
    labels left by filtering) is not. When the generated result has index columns and the
    expected one has none, the comparison is also tried without them, and the better one counts
@@ -18,10 +23,12 @@ code that ran, or an item's ``expected_result`` (JSON). The rules:
    the most of the same values, so an alias (``agg(avg=('salary', 'mean'))`` for ``salary``) is
    not an error. Expected columns left unmatched are missing; generated columns left over are
    extra.
-4. **Rows.** A bag (multiset) unless the question asks for an order (``sort``, ``order``,
-   ``rank``, ``ascending``, ``descending``, ...; an item can say so itself with
-   ``order_matters``). An ordered comparison accepts any order that agrees with the expected one
-   on a column the expected rows are sorted by (so ties may come in any order).
+4. **Rows.** A bag (multiset) unless the question asks for an order (``sorted``, ``in order``,
+   ``ascending``, ``descending``, ...; an item can say so itself with ``order_matters``), so the
+   first-appearance order of ``unique()`` and the order of a set never count unless an order is
+   asked for. An ordered comparison accepts any order that agrees with the expected one on a column
+   the expected rows are sorted by (so ties may come in any order). A set has no order to agree:
+   when an order is asked for, a set of more than one member is an answer in the wrong order.
 5. **Score.** 1.0 for the same rows (in order, when order matters) over every expected column;
    ×0.9 when the generated result has extra columns; 0.4 when the rows are right but the order
    is not. Otherwise partial credit, at most 0.4: ``0.4 × column recall × row F1`` (×0.9 for
@@ -61,10 +68,11 @@ class CTable:
     rows: list[tuple[Any, ...]]
     index_columns: int = 0
     dtypes: list[str] | None = None
+    unordered: bool = False  # a set: its rows have no order to compare
 
     def without_index(self) -> CTable:
         k = self.index_columns
-        return CTable(self.columns[k:], [r[k:] for r in self.rows], 0, self.dtypes[k:] if self.dtypes else None)
+        return CTable(self.columns[k:], [r[k:] for r in self.rows], 0, self.dtypes[k:] if self.dtypes else None, self.unordered)
 
 
 # --- canonical cells -------------------------------------------------------------------------------
@@ -116,7 +124,8 @@ def from_encoded(encoded: dict[str, Any]) -> CTable:
     """A sandbox result (``encode_result``) in canonical form."""
     columns = [str(c) for c in encoded.get("columns", [])]
     rows = [tuple(canonical_cell(c) for c in row) for row in encoded.get("rows", [])]
-    return CTable(columns, rows, int(encoded.get("index_columns", 0)), list(encoded.get("dtypes") or []) or None)
+    dtypes = list(encoded.get("dtypes") or []) or None
+    return CTable(columns, rows, int(encoded.get("index_columns", 0)), dtypes, encoded.get("ordered") is False)
 
 
 def from_expected(value: Any) -> CTable:
@@ -319,8 +328,10 @@ def _compare_once(expected: CTable, generated: CTable, ordered: bool, tol: Toler
     if same_rows:
         score = 1.0
         if ordered:
-            agrees = order_agrees(exp_rows, gen_rows, tol)
+            agrees = order_agrees(exp_rows, gen_rows, tol) and not (generated.unordered and len(gen_rows) > 1)
             details["order_ok"] = agrees
+            if generated.unordered and len(gen_rows) > 1:
+                details["order_note"] = "the answer is a set, which has no order; the question asks for one"
             if not agrees:
                 score = ORDER_PENALTY
     else:

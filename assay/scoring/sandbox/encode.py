@@ -1,11 +1,17 @@
 """A run's result as bounded JSON with dtypes (runs inside the sandboxed child).
 
-Every result becomes a table:
+Every result becomes a table (``kind`` says what it was):
 
-- a DataFrame as it is; a Series is a one-column frame (named after the Series, else ``value``);
-  a scalar (number, string, bool, timestamp, None) is a 1×1 frame with column ``value``; a list,
-  tuple, set, 1-D array or Index is one column; a dict is a Series (keys as the index); a 2-D array
-  is a frame with columns ``0..n-1``;
+- ``dataframe``: as it is; ``series``: a one-column frame (named after the Series, else ``value``);
+- ``scalar`` (number, string, bool, timestamp, None, a 0-d array): a 1×1 frame, column ``value``;
+- ``sequence``: one column ``value`` (or the Index's name), in the result's own order, for a list, a
+  tuple, a 1-D numpy array, a pandas ExtensionArray (what ``unique()`` returns for strings,
+  categoricals, nullable integers, datetimes under pandas 3) and an Index; a MultiIndex is one
+  column per level; a list or tuple of equally long tuples is rows (columns ``0..n-1``); a list of
+  dicts is records; a 2-D array a frame with columns ``0..n-1``;
+- ``set`` (set, frozenset): one column in sorted order, marked ``"ordered": false``: a set carries
+  no order, so the comparison never reads one into it;
+- ``mapping`` (dict): keys as an index column ``key``, values in ``value`` (like a Series);
 - a *meaningful* index becomes leading columns (``index_columns`` says how many): a MultiIndex,
   a named index, or an unnamed one whose labels are not integers (``value_counts()`` of strings,
   ``agg`` over named rows). An unnamed integer index is row labels (what filtering left) and
@@ -14,7 +20,8 @@ Every result becomes a table:
 
 Cells: numbers and strings as JSON; NaN / None / NaT / NA as ``null``; ±inf as
 ``{"$float": "inf"}``; timestamps ``{"$ts": iso}``; dates ``{"$date": iso}``; durations
-``{"$td": seconds}``; nested sequences ``{"$seq": [...]}``; anything else ``{"$repr": text}``.
+``{"$td": seconds}``; nested sequences (lists, tuples, arrays, a group's ``unique()``; sets sorted)
+``{"$seq": [...]}``; anything else ``{"$repr": text}``.
 
 Bounds: more than ``max_rows`` rows, or more than ``max_bytes`` of JSON, is an error
 (:class:`OutputTooLarge`), never a silent truncation: a truncated result cannot be compared.
@@ -105,9 +112,37 @@ def encode_cell(value: Any, depth: int = 0) -> Any:
         return {"$td": value.total_seconds()}
     if isinstance(value, bytes):
         return {"$repr": repr(value[:200])}
-    if isinstance(value, list | tuple) and depth < 2 and len(value) <= 1000:
-        return {"$seq": [encode_cell(v, depth + 1) for v in value]}
+    if depth < 2:
+        items = _sequence_items(value)
+        if items is not None and len(items) <= 1000:
+            return {"$seq": [encode_cell(v, depth + 1) for v in items]}
     return {"$repr": repr(value)[:200]}
+
+
+def _sorted_set(values: set[Any] | frozenset[Any]) -> list[Any]:
+    """A set's members in a fixed order: by value when they compare, else by their text."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
+def _sequence_items(value: Any) -> list[Any] | None:
+    """The members of a list-like cell (list, tuple, set, 1-D array, ExtensionArray, Index)."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, set | frozenset):
+        return _sorted_set(value)
+    try:
+        import numpy as np
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    if isinstance(value, pd.api.extensions.ExtensionArray | pd.Index) and value.ndim == 1:
+        return list(value)
+    return None
 
 
 def _is_numpy_scalar(value: Any) -> bool:
@@ -134,8 +169,14 @@ def _label(value: Any) -> str:
     return str(value)
 
 
+def _column(values: list[Any]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({"value": pd.Series(values, dtype=object)})
+
+
 def _to_frame(value: Any) -> tuple[str, Any]:
-    """(kind, DataFrame) for any result, or UnsupportedResult."""
+    """(kind, DataFrame) for any result, or UnsupportedResult (rules in the module docstring)."""
     import numpy as np
     import pandas as pd
 
@@ -144,8 +185,14 @@ def _to_frame(value: Any) -> tuple[str, Any]:
     if isinstance(value, pd.Series):
         name = value.name if value.name is not None else "value"
         return "series", value.to_frame(name=name)
+    if isinstance(value, pd.MultiIndex):
+        names = [n if n is not None else f"level_{i}" for i, n in enumerate(value.names)]
+        return "sequence", value.to_frame(index=False, name=names)
     if isinstance(value, pd.Index):
-        return "sequence", pd.DataFrame({value.name if value.name is not None else "value": list(value)})
+        return "sequence", pd.DataFrame({value.name if value.name is not None else "value": pd.Series(value.array, copy=True)})
+    if isinstance(value, pd.api.extensions.ExtensionArray):
+        # unique() of a string, categorical, nullable or datetime column; its dtype is kept.
+        return "sequence", pd.DataFrame({"value": pd.Series(value)})
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             return "scalar", pd.DataFrame({"value": [value.item()]})
@@ -155,18 +202,26 @@ def _to_frame(value: Any) -> tuple[str, Any]:
             return "sequence", pd.DataFrame(value)
         raise UnsupportedResult(f"a {value.ndim}-dimensional array is not a table")
     if isinstance(value, dict):
-        return "mapping", pd.Series(value, dtype=object if not value else None).to_frame(name="value")
-    if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else list(value)
+        keys = pd.Index(list(value), dtype=object, name="key")  # named: the keys are kept as an index column
+        return "mapping", pd.DataFrame({"value": pd.Series(list(value.values()), index=keys, dtype=object)})
+    if isinstance(value, set | frozenset):
+        return "set", _column(_sorted_set(value))
+    if isinstance(value, list | tuple):
+        items = list(value)
         if items and all(isinstance(i, dict) for i in items):
             return "records", pd.DataFrame(items)
-        return "sequence", pd.DataFrame({"value": pd.Series(items, dtype=object)})
+        if items and all(isinstance(i, tuple) for i in items) and len({len(i) for i in items}) == 1 and len(items[0]) > 1:
+            return "sequence", pd.DataFrame([list(i) for i in items], dtype=object)
+        return "sequence", _column(items)
     if value is None or isinstance(value, _SCALARS) or isinstance(value, np.generic) or isinstance(value, pd.Timestamp | pd.Timedelta):
         return "scalar", pd.DataFrame({"value": pd.Series([value], dtype=object)})
     kind = type(value).__name__
     if "GroupBy" in kind or "Resampler" in kind or "Rolling" in kind:
         raise UnsupportedResult(f"the result is a {kind}, not a value: aggregate it (e.g. .mean(), .size())")
-    raise UnsupportedResult(f"the result is a {type(value).__module__}.{kind}, which is not a table, series or scalar")
+    raise UnsupportedResult(
+        f"the result is a {type(value).__module__}.{kind}, which is not a table, series, array, "
+        "list, tuple, set, dict or scalar"
+    )
 
 
 def encode_result(value: Any, *, max_rows: int, max_bytes: int) -> dict[str, Any]:
@@ -211,7 +266,7 @@ def encode_result(value: Any, *, max_rows: int, max_bytes: int) -> dict[str, Any
             raise OutputTooLarge(f"the result is larger than {max_bytes} bytes as JSON")
         encoded_columns.append(cells)
     rows = [list(r) for r in zip(*encoded_columns)] if encoded_columns else [[] for _ in range(len(frame))]
-    return {
+    encoded = {
         "kind": kind,
         "type": type_name,
         "columns": columns,
@@ -220,3 +275,6 @@ def encode_result(value: Any, *, max_rows: int, max_bytes: int) -> dict[str, Any
         "shape": [len(rows), len(columns)],
         "rows": rows,
     }
+    if kind == "set":
+        encoded["ordered"] = False
+    return encoded

@@ -91,3 +91,13 @@ def test_expected_result_shapes():
 def test_empty_results_match_empty_results():
     assert compare(CTable(["a"], []), enc(["a"], []), ordered=False)[0] == 1.0
     assert compare(CTable(["a"], []), enc(["a"], [[1]]), ordered=False)[0] == 0.0
+
+
+def test_a_set_has_no_order_to_agree_with():
+    expected = enc(["value"], [["bronze"], ["gold"], ["silver"]])
+    as_set = from_encoded({"columns": ["value"], "rows": [["bronze"], ["gold"], ["silver"]], "ordered": False})
+    assert compare(expected, as_set, ordered=False)[0] == 1.0
+    score, details = compare(expected, as_set, ordered=True)  # sorted by chance of the encoding, not by the answer
+    assert score == pytest.approx(0.4) and details["order_ok"] is False and "set" in details["order_note"]
+    one = from_encoded({"columns": ["value"], "rows": [["gold"]], "ordered": False})
+    assert compare(enc(["value"], [["gold"]]), one, ordered=True)[0] == 1.0  # one member: no order to get wrong

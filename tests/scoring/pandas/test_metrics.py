@@ -164,3 +164,20 @@ def test_metric_arguments_are_checked():
         error_recovery(max_attempts=0)
     with pytest.raises(CriteriaError):
         performance(time_weight=2)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "result = df[df['department'] == 'Sales']['city'].unique()",  # ArrowStringArray under pandas 3
+        "result = set(df.loc[df.department == 'Sales', 'city'])",
+        "result = df[df.department == 'Sales'].city.unique().tolist()",
+        "result = tuple(df[df.department == 'Sales'].city.drop_duplicates())",
+        "result = df[df.department == 'Sales'].groupby('city').size().index",
+    ],
+)
+def test_array_like_answers_are_correct(answer):
+    question = "In which cities does the Sales department have employees?"
+    reference = "result = df[df['department'] == 'Sales']['city'].drop_duplicates()"
+    result = correctness()(item(question=question, reference_code=reference, generated_code=answer), CTX)
+    assert result.status == "ok" and result.score == 1.0, result.details
