@@ -68,11 +68,20 @@ class Settings(BaseSettings):
     # Pipeline
     plan_chunk_size: int = Field(500, description="Scores whose components the planner enqueues per chunk.")
     max_queue_depth: int = Field(20_000, description="Planner pauses while a queue holds more messages.")
-    metrics_lease_seconds: int = 300
-    judge_lease_seconds: int = 900
+    metrics_lease_seconds: int = Field(
+        60,
+        ge=4,
+        description="Lease of a claimed metric component. A live worker renews its leases every quarter of"
+        " the shorter lease (its heartbeat), so this is about how soon a dead worker's work is taken up.",
+    )
+    judge_lease_seconds: int = Field(
+        60, ge=4, description="Lease of a claimed judge component (renewed by the heartbeat, as above)."
+    )
     max_component_attempts: int = Field(5, description="Claims of one component before it is failed as poison.")
     visibility_timeout_seconds: int = 3600
-    reconcile_interval_seconds: int = 120
+    reconcile_interval_seconds: int = Field(
+        30, description="How often beat runs the reconciler (which re-sends the work of expired leases)."
+    )
     requeue_after_seconds: int = Field(
         900, description="A pending component enqueued longer ago than this is assumed lost and re-enqueued."
     )

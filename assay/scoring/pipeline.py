@@ -273,6 +273,30 @@ def claim_many(
     return {ref: claims.get(ref, Claim("missing")) for ref in refs}
 
 
+def renew_leases(
+    session: Session, owners: Collection[str], *, judge_seconds: float, metrics_seconds: float
+) -> set[tuple[uuid.UUID, str, str]]:
+    """A live worker's heartbeat: every component still in progress under one of ``owners`` gets a
+    fresh lease of its queue's length, in one UPDATE. Returns the (score_id, component, owner) renewed:
+    a component of theirs not among them is no longer theirs (landed, deferred, cancelled, or taken
+    over by another worker after its lease ran out)."""
+    if not owners:
+        return set()
+    now = utcnow()
+    c = _components.c
+    until = case(
+        (c.queue == JUDGE_QUEUE, bindparam("judge_until", now + timedelta(seconds=judge_seconds), c.lease_expires_at.type)),
+        else_=bindparam("metrics_until", now + timedelta(seconds=metrics_seconds), c.lease_expires_at.type),
+    )
+    renewed = session.execute(
+        update(_components)
+        .where(c.status == "in_progress", c.lease_owner.in_(list(owners)))
+        .values(lease_expires_at=until)
+        .returning(c.score_id, c.component, c.lease_owner)
+    ).all()
+    return {(row.score_id, row.component, row.lease_owner) for row in renewed}
+
+
 def _seconds_until(moment: datetime | None, now: datetime) -> float:
     if moment is None:
         return 0.0

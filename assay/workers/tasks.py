@@ -11,11 +11,13 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
 
+import kombu.exceptions
 import pydantic
 import redis
+from celery.exceptions import Retry
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
-from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from assay import observability
 from assay.scoring import pipeline, rescore
@@ -31,6 +33,7 @@ from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers.app import Queue, app, task
+from assay.workers.leases import LeaseKeeper, lease_keeper
 from assay.workers.runtime import CallThreads, call_threads, judge_runtime
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,16 @@ _store_retry = retry(
     reraise=True,
 )
 
+# Retry a publish through a broker outage (a Redis restart) rather than let the task die: what it
+# publishes was committed to the store already, and would otherwise wait for the reconciler.
+_broker_retry = retry(
+    retry=retry_if_exception_type((kombu.exceptions.OperationalError, redis.RedisError, ConnectionError)),
+    wait=wait_exponential(multiplier=0.5, max=5),
+    stop=stop_after_delay(300),
+    before_sleep=before_sleep_log(log, logging.WARNING),
+    reraise=True,
+)
+
 
 def ref_args(refs: Sequence[ComponentRef]) -> list[list[str]]:
     """Components as a task's JSON argument: ``[[score_id, component], ...]``."""
@@ -52,8 +65,10 @@ def ref_args(refs: Sequence[ComponentRef]) -> list[list[str]]:
 class CeleryEnqueuer:
     """Publishes component tasks to their queues: a metric component per message; judge components
     in groups of ``judge_group_size``, whose calls a task makes at once (one message, one claim and
-    one landing transaction per group rather than per component)."""
+    one landing transaction per group rather than per component). A publish the broker refuses is
+    retried until it is back (a message published twice is harmless: the claim makes it a no-op)."""
 
+    @_broker_retry
     def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
         if not refs:
             return
@@ -96,16 +111,22 @@ def queue_depths() -> dict[str, int] | None:
     return depths
 
 
+@_broker_retry
+def _plan_later(batch_id: str, countdown: float | None = None) -> None:
+    plan_batch.apply_async(args=(batch_id,), countdown=countdown)
+
+
 @task("scoring.plan_batch", Queue.CONTROL, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=None)
 def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
-    """Enqueue a batch's components in chunks, pausing while the queues are deep (backpressure)."""
+    """Enqueue a batch's components in chunks, pausing while the queues are deep (backpressure) or
+    cannot be read; its publishes ride out a broker outage."""
     settings = get_settings()
     for _ in range(chunks_per_run):
         depths = queue_depths()
         if depths is None or max(depths[Queue.METRICS], depths[Queue.JUDGE]) > settings.max_queue_depth:
             with transaction() as session:
                 pipeline.note_planner_waiting(session, uuid.UUID(batch_id))
-            plan_batch.apply_async(args=(batch_id,), countdown=2.0)
+            _plan_later(batch_id, countdown=2.0)
             return
         with transaction() as session:
             step = pipeline.plan_chunk(session, uuid.UUID(batch_id), settings.plan_chunk_size)
@@ -113,7 +134,7 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
         if step.finished:
             return
     # Keep each run short so a killed planner loses little; the batch row says where to resume.
-    plan_batch.apply_async(args=(batch_id,))
+    _plan_later(batch_id)
 
 
 def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  # type: ignore[no-untyped-def]
@@ -134,16 +155,16 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
     if deferred:
         for ref, (why, claim) in deferred.items():
             _defer(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claim)
-        # A Celery retry (same task id, shown as RETRY with the reason in Flower), not a failure; a
-        # deferral spends none of the components' attempts, so an outage of any length is waited out.
-        observability.task_retried(queue, "deferred")
+        # The deferred components go back to their queue as a new message with a countdown, not as
+        # ``task.retry``: Celery reads ``max_retries=None`` there as the task's own limit, so an outage
+        # outlasting that many deferrals failed the task. A deferral spends none of the components'
+        # attempts and no retry count, so an outage of any length is waited out.
         reasons = [why for why, _ in deferred.values()]
-        raise task_self.retry(
-            args=(ref_args(list(deferred)),),
-            countdown=max(why.retry_in for why in reasons),
-            max_retries=None,
-            exc=reasons[0],
-        )
+        countdown = max(why.retry_in for why in reasons)
+        enqueuer.enqueue(list(deferred), countdown=countdown)
+        observability.task_retried(queue, "deferred")
+        # Reported as RETRY with the reason (the worker's log, Flower), not as a failure.
+        raise Retry(exc=reasons[0], when=countdown)
 
 
 def _run_part(
@@ -174,22 +195,25 @@ def _run_part(
             calls.give(held - len(works))
             held = 0  # from here each of the works' calls gives its thread back when it ends
         deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
-        for finished in _computed(works, runtime, calls):
-            results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
-            if results:
-                _land(results, claims)
-                for ref, result in results.items():
-                    observability.component_landed(queue, ref.component, result.status)
-            for ref, outcome in finished:
-                if isinstance(outcome, JudgeDeferred):
-                    deferred[ref] = (outcome, claims[ref])
-                elif isinstance(outcome, Exception):
-                    # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
-                    backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
-                    reason = f"{type(outcome).__name__}: {outcome}"
-                    _defer(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
-                    observability.task_retried(queue, "error")
-                    enqueuer.enqueue([ref], countdown=backoff)
+        keeper = lease_keeper()
+        # The process's heartbeat renews these leases while this task runs them, and no longer.
+        with keeper.holding(owner, works, lease):
+            for finished in _computed(works, runtime, calls, keeper, owner):
+                results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
+                if results:
+                    _land(results, claims)
+                    for ref, result in results.items():
+                        observability.component_landed(queue, ref.component, result.status)
+                for ref, outcome in finished:
+                    if isinstance(outcome, JudgeDeferred):
+                        deferred[ref] = (outcome, claims[ref])
+                    elif isinstance(outcome, Exception):
+                        # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
+                        backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
+                        reason = f"{type(outcome).__name__}: {outcome}"
+                        _defer(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
+                        observability.task_retried(queue, "error")
+                        enqueuer.enqueue([ref], countdown=backoff)
         return deferred
     finally:
         if calls is not None and held:
@@ -203,13 +227,24 @@ LANDING_LINGER_SECONDS = 0.1
 
 
 def _computed(
-    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime | None, calls: CallThreads | None
+    works: dict[ComponentRef, WorkUnit],
+    runtime: JudgeRuntime | None,
+    calls: CallThreads | None,
+    keeper: LeaseKeeper,
+    owner: str,
 ) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
     """The components' outcomes, in lists of those that finished together: all at once on ``calls``
-    (judge calls; the caller has taken a thread for each), or else one after another in the task's
-    own thread."""
+    (judge calls, sent as soon as they are claimed; the caller has taken a thread for each), or else
+    one after another in the task's own thread, each started only while its lease is certainly still
+    held (slow metrics could otherwise outlive a lease the heartbeat could not renew)."""
     if calls is None:
         for ref, work in works.items():
+            if not keeper.holds(owner, ref):
+                log.warning(
+                    "component %s of score %s not started: its lease may have run out (the heartbeat could "
+                    "not renew it) or been taken over; it is left to whoever holds it now", ref.component, ref.score_id,
+                )
+                continue
             yield [(ref, _outcome(ref, work, runtime))]
         return
     futures = {}
@@ -280,6 +315,32 @@ def judge_components(self, refs: list[list[str]]) -> None:
     _run_components(self, refs, Queue.JUDGE)
 
 
+# A key the reconciler keeps in the broker's Redis: when it is gone, so is every message that was there.
+BROKER_MARKER = "assay-broker-marker"
+
+
+def broker_lost_its_messages() -> bool:
+    """Whether the broker restarted empty (or was flushed) since the reconciler last looked: its marker
+    key is gone. Sets the marker again, so of several reconcilers only one is told. False when the
+    broker is not Redis or cannot be reached."""
+    settings = get_settings()
+    if not settings.broker_url.startswith(("redis://", "rediss://", "unix://")):
+        return False
+    client = redis.Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        return bool(client.set(f"{settings.broker_key_prefix}{BROKER_MARKER}", "1", nx=True))
+    except redis.RedisError as exc:
+        log.warning("cannot read the broker's marker: %s", exc)
+        return False
+    finally:
+        client.close()
+
+
+# Every pending component of a broker that lost its messages is re-sent in one pass; the planner keeps
+# them near ASSAY_MAX_QUEUE_DEPTH, far below this.
+RESEND_ALL_LIMIT = 1_000_000
+
+
 @task("scoring.reconcile", Queue.CONTROL, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=5)
 def reconcile(self) -> dict[str, int]:
     """Re-enqueue what lost messages left behind, complete batches a dead worker left running; also
@@ -287,17 +348,25 @@ def reconcile(self) -> dict[str, int]:
     settings = get_settings()
     with transaction() as session:
         register_all_suites(session, settings.config_dir)
-    depths = queue_depths()
-    # A pending component whose message still waits in a backlogged queue is not lost: re-sending it
-    # would only lengthen the queue (and make more look lost). Lost ones are found once it drains.
-    backlogged = set(Queue) if depths is None else {q for q, n in depths.items() if n > 0}
-    with transaction() as session:
-        report = pipeline.reconcile(
-            session, requeue_after_seconds=settings.requeue_after_seconds, skip_pending_in=backlogged
-        )
+    if broker_lost_its_messages():
+        # Every queued message is gone (Redis restarted empty): every pending component and due
+        # deferral is re-sent and every planner restarted now, not once they look stale. Those whose
+        # message was published since are sent twice, which their claim makes harmless.
+        log.warning("the broker lost its messages (restarted empty, or new): re-sending all pending work")
+        with transaction() as session:
+            report = pipeline.reconcile(session, requeue_after_seconds=0, limit=RESEND_ALL_LIMIT)
+    else:
+        depths = queue_depths()
+        # A pending component whose message still waits in a backlogged queue is not lost: re-sending
+        # it would only lengthen the queue (and make more look lost). Lost ones are found once it drains.
+        backlogged = set(Queue) if depths is None else {q for q, n in depths.items() if n > 0}
+        with transaction() as session:
+            report = pipeline.reconcile(
+                session, requeue_after_seconds=settings.requeue_after_seconds, skip_pending_in=backlogged
+            )
     enqueuer.enqueue(report.refs)
     for batch_id in report.planning_batches:
-        plan_batch.apply_async(args=(str(batch_id),))
+        _plan_later(str(batch_id))
     if report.refs:
         log.warning("reconciler re-enqueued %d component(s)", len(report.refs))
     if report.finished_batches:
@@ -322,7 +391,7 @@ def build_rescore_run(batch_id: str, selection: rescore.Selection) -> int:
         plan = rescore.finish_building(session, uuid.UUID(batch_id))
         total = session.scalar(select(Batch.total_items).where(Batch.id == uuid.UUID(batch_id))) or 0
     if plan:
-        plan_batch.apply_async(args=(batch_id,))
+        _plan_later(batch_id)
     return total
 
 

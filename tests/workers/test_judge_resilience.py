@@ -101,3 +101,48 @@ def test_governor_holds_a_fleet_of_two_workers_under_requests_per_minute(
     assert view["progress"]["errored"] == 0  # waiting for the window is a deferral, not a failure
     assert view["progress"]["completed"] == rpm
     api_client.post(f"/api/v1/batches/{batch_id}/cancel")
+
+
+def _finished(api_client, batch_id):
+    def finished():
+        view = api_client.get(f"/api/v1/batches/{batch_id}").json()
+        return view if view["status"] == "completed" else None
+
+    return finished
+
+
+def test_an_outage_outlasting_twenty_deferrals_is_waited_out(api_client, live_worker_factory, fake_judge):
+    # Celery's own retry limit for a task is 20: a deferral must not be counted against it. A breaker
+    # that opens at the first 529 with a 0.1 s cool-down defers the one judge task over and over.
+    env = judge_env(fake_judge, ASSAY_BREAKER_THRESHOLD="1", ASSAY_BREAKER_COOLDOWN_SECONDS="0.1")
+    worker = live_worker_factory(env, concurrency=2)
+    fake_judge.configure(default_kind="overloaded")
+    batch_id = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(1)).json()["batch_id"]
+    wait_for(
+        lambda: worker.log.read_text(errors="replace").count("] retry: ") >= 30,
+        timeout=90, interval=0.2, message="30 deferrals of the judge task",
+    )
+    assert "raised unexpected" not in worker.log.read_text(errors="replace")
+    fake_judge.configure(default_kind="ok")
+    view = wait_for(_finished(api_client, batch_id), timeout=60, message="the batch to finish after the outage")
+    assert view["progress"]["completed"] == 1 and view["progress"]["errored"] == 0
+    assert fake_judge.calls()["answered"] and set(fake_judge.calls()["answered"].values()) == {1}
+
+
+def test_a_judge_call_slower_than_its_lease_keeps_it_by_the_heartbeat(api_client, live_worker_factory, fake_judge):
+    from assay.scoring import pipeline
+    from assay.scoring.store.db import transaction
+
+    lease = 4
+    fake_judge.configure(latency=lease * 2.0)
+    env = judge_env(fake_judge, ASSAY_JUDGE_LEASE_SECONDS=str(lease), ASSAY_METRICS_LEASE_SECONDS=str(lease))
+    live_worker_factory(env, concurrency=2)
+    batch_id = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(1)).json()["batch_id"]
+    wait_for(lambda: fake_judge.calls()["total"] == 1, timeout=30, message="the judge call to be in flight")
+    time.sleep(lease * 1.5)  # the call is still in flight, well past the lease it was claimed with
+
+    with transaction() as session:  # the reconciler finds nothing lost: the lease was renewed
+        lost = pipeline.reconcile(session, requeue_after_seconds=3600).refs
+    assert [ref.component for ref in lost] == []
+    view = wait_for(_finished(api_client, batch_id), timeout=60, message="the batch to finish")
+    assert view["progress"]["completed"] == 1 and fake_judge.calls()["total"] == 1
