@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -143,6 +144,11 @@ def run(
         def problem(message: str) -> None:
             bar.console.print(f"[yellow]worker error:[/yellow] {escape(message)}", highlight=False)
 
+        def sandbox_started(message: str) -> None:
+            bar.console.print(escape(message), highlight=False)
+
+        # SIGTERM unwinds like Ctrl-C, so the worker stops and the sandbox's work folder is removed.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             view = embedded.run_batch(
                 batch_id,
@@ -150,6 +156,7 @@ def run(
                 on_progress=show,
                 on_finished=_live_printer(bar, live, total=None),
                 on_problem=problem,
+                on_sandbox_start=sandbox_started,
                 stall_seconds=get_settings().embedded_stall_seconds,
                 log_file=worker_log,
             )
@@ -159,6 +166,10 @@ def run(
     count = _write_embedded_results(batch_id, target)
     console.print(_summary_table(view))
     console.print(f"{count} results written to [bold]{target}[/bold]")
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _write_embedded_results(batch_id: Any, target: Path) -> int:

@@ -3,11 +3,16 @@
 Nothing to install or start: ``assay run FILE --suite S``. The breaker and rate governor use their
 in-process stand-ins behind the same interfaces. Scores land in a SQLite file, so a second run can
 read them back (``--db``).
+
+The broker is kombu's in-memory transport with one change (:class:`WakingMemoryTransport`): the
+worker waits for the next message or freed slot instead of sleeping a fixed second between polls.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import threading
 import time
 import uuid
@@ -15,13 +20,86 @@ from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from queue import Empty
 from typing import Any
+
+from kombu.transport import memory
 
 EMBEDDED_QUEUES = ("metrics", "judge", "control")
 
 
+class _BrokerEvents:
+    """Counts what can let a waiting consumer take a message: one published, or a delivered one
+    acknowledged or rejected (a prefetch slot freed). A consumer notes the count before it looks for
+    a message and, finding none it may take, waits until the count moves — so nothing that happens
+    between its look and its wait is missed."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._count = 0
+
+    def happened(self) -> None:
+        with self._changed:
+            self._count += 1
+            self._changed.notify_all()
+
+    def count(self) -> int:
+        with self._changed:
+            return self._count
+
+    def wait_after(self, seen: int, timeout: float | None) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._count != seen, timeout)
+
+
+class _WakingChannel(memory.Channel):
+    broker_events = _BrokerEvents()  # one per process, as the in-memory broker's queues are
+
+    def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
+        super()._put(queue, message, **kwargs)
+        self.broker_events.happened()
+
+    def _put_fanout(self, exchange: str, message: Any, routing_key: str, **kwargs: Any) -> None:
+        super()._put_fanout(exchange, message, routing_key, **kwargs)
+        self.broker_events.happened()
+
+    def basic_ack(self, delivery_tag: Any, multiple: bool = False) -> None:
+        super().basic_ack(delivery_tag, multiple)
+        self.broker_events.happened()
+
+    def basic_reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        super().basic_reject(delivery_tag, requeue)
+        self.broker_events.happened()
+
+
+class WakingMemoryTransport(memory.Transport):
+    """kombu's in-memory transport, event-driven. Its consumer used to sleep ``polling_interval`` (1 s)
+    whenever it found no message it could take — the queue empty, or every prefetch slot held by a
+    running task — so with acks-late and prefetch 1 each task that ended left its slot idle for up to
+    a second, and results landed in bursts a second apart. Here it waits on the broker's events
+    instead: a publish, an ack or a reject wakes it at once, and an idle worker uses no CPU.
+
+    A wake-up that brings nothing this consumer may take ends the call as a timeout, as a poll did, so
+    the worker's loop gets to look at its own state (a shutdown) between waits."""
+
+    Channel = _WakingChannel
+
+    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+        seen = self.Channel.broker_events.count()
+        try:
+            self.cycle.get(self._deliver, timeout=timeout)
+            return
+        except Empty:
+            self.Channel.broker_events.wait_after(seen, timeout)
+        try:
+            self.cycle.get(self._deliver, timeout=timeout)
+        except Empty:
+            raise socket.timeout() from None
+
+
 def configure_environment(db_path: Path) -> None:
-    """Point settings at SQLite and the in-memory broker. Must run before the Celery app is imported."""
+    """Point settings at SQLite and the in-memory broker. Must run before the Celery app is imported;
+    :func:`in_process_worker` then puts the event-driven transport under that broker URL."""
     from assay.settings import get_settings
 
     db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,22 +112,43 @@ def configure_environment(db_path: Path) -> None:
 @contextmanager
 def in_process_worker(concurrency: int, log_file: Path | None = None) -> Iterator[Any]:
     """An in-process Celery worker. Its log (each failing task's traceback, say) goes to ``log_file``
-    when given, so it does not bury the progress bar; ``run_batch`` tells the user about errors."""
-    from celery.contrib.testing.worker import start_worker
+    when given, so it does not bury the progress bar; ``run_batch`` tells the user about errors.
 
+    When it stops — the batch done, Ctrl-C, SIGTERM turned into ``SystemExit`` — the sandbox executor
+    is stopped and its work folder (copies of the datasets) removed: Celery's in-process test worker
+    sends no ``worker_shutdown``, the signal that does this in a distributed worker."""
+    from celery.contrib.testing.worker import start_worker
+    from celery.worker import state
+
+    from assay.scoring.sandbox import shutdown_sandbox
     from assay.workers.app import app
 
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=concurrency,
-        perform_ping_check=False,
-        loglevel="WARNING",
-        logfile=str(log_file) if log_file is not None else None,
-        queues=list(EMBEDDED_QUEUES),
-        shutdown_timeout=30.0,
-    ) as worker:
-        yield worker
+    # Before the first connection: every producer and the consumer share one broker, and the
+    # consumer is woken by the producers' publishes.
+    app.conf.broker_transport = f"{__name__}:{WakingMemoryTransport.__name__}"
+    # Task events exist for Flower; nothing reads them here, and each task would publish three.
+    app.conf.worker_send_task_events = False
+    app.conf.task_send_sent_event = False
+    try:
+        with start_worker(
+            app,
+            pool="threads",
+            concurrency=concurrency,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            logfile=str(log_file) if log_file is not None else None,
+            queues=list(EMBEDDED_QUEUES),
+            shutdown_timeout=30.0,
+        ) as worker:
+            try:
+                yield worker
+            finally:
+                # start_worker stops the worker by raising this flag, then waits for its thread; the
+                # consumer, waiting for a broker event, is woken to see it now rather than at its timeout.
+                state.should_terminate = 0
+                _WakingChannel.broker_events.happened()
+    finally:
+        shutdown_sandbox()
 
 
 def register_datasets(datasets: dict[str, Path]) -> dict[str, str]:
@@ -146,6 +245,36 @@ class _TaskProblems:
         self.note(sender, exception)
 
 
+class _SandboxStartNotice(logging.Handler):
+    """Passes on the sandbox executor's start-up line (its active layers, and any missing), which a
+    distributed worker logs at INFO; here the worker logs only warnings, to a file."""
+
+    def __init__(self, show: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self._show = show
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if hasattr(record, "sandbox_layers"):
+            self._show(record.getMessage())
+
+
+@contextmanager
+def _sandbox_start_shown(show: Callable[[str], None] | None) -> Iterator[None]:
+    if show is None:
+        yield
+        return
+    logger = logging.getLogger("assay.sandbox")
+    handler, level = _SandboxStartNotice(show), logger.level
+    logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def run_batch(
     batch_id: uuid.UUID,
     *,
@@ -153,6 +282,7 @@ def run_batch(
     on_progress: Callable[[dict[str, Any]], None],
     on_finished: Callable[[list[tuple[Any, list[str]]]], None] | None = None,
     on_problem: Callable[[str], None] | None = None,
+    on_sandbox_start: Callable[[str], None] | None = None,
     poll_seconds: float = 0.3,
     reconcile_every: float = 30.0,
     stall_seconds: float = 120.0,
@@ -162,15 +292,17 @@ def run_batch(
 
     ``on_finished`` receives the results finished since the last poll as (external id or position,
     live-result lines); ``on_problem`` each distinct error a task raised (the worker's full log goes
-    to ``log_file`` when given). Raises ``Stalled`` when nothing finished for ``stall_seconds`` and
-    tasks raised errors meanwhile (the scores that finished stay in the database)."""
+    to ``log_file`` when given); ``on_sandbox_start`` the sandbox executor's start-up line with its
+    active layers, each time one starts (a pandas suite's first run). Raises ``Stalled`` when nothing
+    finished for ``stall_seconds`` and tasks raised errors meanwhile (the scores that finished stay
+    in the database)."""
     from celery.signals import task_failure, task_retry
 
     problems = _TaskProblems(on_problem)
     task_retry.connect(problems.on_retry, weak=False)
     task_failure.connect(problems.on_failure, weak=False)
     try:
-        with in_process_worker(concurrency, log_file):
+        with _sandbox_start_shown(on_sandbox_start), in_process_worker(concurrency, log_file):
             return _drive(batch_id, on_progress, on_finished, problems, poll_seconds, reconcile_every, stall_seconds)
     finally:
         task_retry.disconnect(problems.on_retry)

@@ -175,11 +175,13 @@ class SandboxClient:
             self._stop(kill=True)
             raise SandboxUnavailable(f"the sandbox executor did not start: {exc}") from None
         layers = self._hello.get("layers", {})
+        # ``sandbox_layers`` marks the record for whoever shows it to a person (``assay run`` prints it).
         log.info(
             "sandbox executor pid %s: layers %s%s",
             self._hello.get("pid"),
             ", ".join(k for k, v in layers.items() if v and k != "probe_errors"),
             f"; MISSING (runs refused): {', '.join(self._hello['missing'])}" if self._hello.get("missing") else "",
+            extra={"sandbox_layers": layers},
         )
 
     def _forward_log(self, proc: subprocess.Popen[bytes]) -> None:

@@ -4,8 +4,9 @@ Started by :mod:`assay.scoring.sandbox.client` with an empty environment (a hand
 variables, no API keys, no database URL), no inherited descriptors but its three pipes, its own
 session, and a private work directory. At start-up it:
 
-1. asks for SIGKILL when its parent (the worker) dies, and leaves the network: a fresh network
-   namespace (``unshare(CLONE_NEWNET)``, where permitted) has only a loopback that is down;
+1. asks for SIGTERM when its parent (the worker) dies — it exits through its clean-up, removing its
+   work directory — and leaves the network: a fresh network namespace (``unshare(CLONE_NEWNET)``,
+   where permitted) has only a loopback that is down;
 2. imports pandas and NumPy and warms up the code paths generated code commonly takes;
 3. probes every layer by confining a throwaway child (``layers`` below), logs what is active,
    and refuses to run code when a required layer is missing (``ASSAY_SANDBOX_REQUIRE``).
@@ -81,12 +82,11 @@ class Executor:
     # --- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        _libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)
+        _libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), 0, 0, 0)
         self.layers["network_namespace"] = _leave_network()
         _import_pandas()
         for sub in ("runs", "datasets"):
             (self.workdir / sub).mkdir(mode=0o711, exist_ok=True)
-        os.chmod(self.workdir, 0o711)
         self.read_only = _read_only_paths()
         self._probe()
         gc.freeze()  # children do not walk (and so do not copy) the executor's objects
@@ -113,6 +113,7 @@ class Executor:
                 self.layers["setuid"] = SANDBOX_UID_BASE + os.getpid() % SANDBOX_UID_SPAN
         else:
             self.layers["setuid"] = False
+        self._admit_sandbox_uid()
         # Confine a throwaway child with every layer; when that fails, keep the layers that work
         # on their own (each failure is logged and reported), then check the combination.
         optional = ("seccomp", "landlock", "setuid")
@@ -136,6 +137,7 @@ class Executor:
                 for name in optional:
                     self.layers[name] = False
                 self.layers["rlimits"] = self._run_once("result = 1", None, self.limits).get("status") == "ok"
+            self._admit_sandbox_uid()
         if not self.layers["landlock"]:
             self.layers["landlock_tcp"] = self.layers["landlock_scopes"] = False
         root = os.geteuid() == 0
@@ -148,6 +150,14 @@ class Executor:
         log.info("sandbox layers active: %s", ", ".join(active))
         if self.missing:
             log.error("sandbox layers missing (required): %s — runs are refused", ", ".join(self.missing))
+
+    def _admit_sandbox_uid(self) -> None:
+        """The work directory holds copies of the datasets: only this process's uid may enter it and,
+        with the setuid layer, the sandbox uid's own group, to reach its run directory (search only,
+        no listing). Other users get nothing."""
+        uid = self.layers.get("setuid")
+        os.chown(self.workdir, -1, uid or os.getegid())
+        os.chmod(self.workdir, 0o710 if uid else 0o700)
 
     # --- datasets ---------------------------------------------------------------------------
 
