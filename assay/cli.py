@@ -403,7 +403,7 @@ def results(
 
     if format not in ("jsonl", "csv"):
         _fail("--format is jsonl or csv")
-    sink = output.open("w") if output else sys.stdout
+    sink = output.open("w", newline="") if output else sys.stdout  # CSV lines end in \r\n as sent
     try:
         with _client(api_url, api_key) as client:
             with client.stream("GET", f"/api/v1/batches/{batch_id}/results", params={"format": format, "status": status}) as response:

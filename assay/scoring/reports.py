@@ -6,9 +6,10 @@ then the prompt, both queries and the execution error); kinds that name none get
 four columns that say which result it is: ``Position``, ``External ID``, ``Item ID``, ``Score ID``.
 
 - JSON: one document, ``{"batch": ..., "summary": ..., "columns": [...], "rows": [...]}``, streamed.
-- CSV: a header and one line per result, streamed. A text cell that a spreadsheet would run as a
-  formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is prefixed with
-  ``'`` (OWASP's CSV-injection rule); JSON and Excel keep the text as it is.
+- CSV: a header and one line per result, streamed through ``assay.scoring.csv_writer`` (the one CSV
+  writer): a text cell that a spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``,
+  ``@``, a tab or a carriage return) is prefixed with ``'`` (OWASP's CSV-injection rule); JSON and
+  Excel keep the text as it is.
 - Excel: a ``Summary`` sheet (the batch, its counts, pass rate, cost, tokens, per-component means and
   medians, errors by kind), then a ``Results`` sheet; openpyxl's write-only mode keeps memory flat
   however many rows there are. Text is always stored as text (a value starting with ``=`` is never
@@ -18,9 +19,7 @@ four columns that say which result it is: ``Position``, ``External ID``, ``Item 
 
 from __future__ import annotations
 
-import csv
 import importlib
-import io
 import json
 import re
 import uuid
@@ -31,6 +30,7 @@ from typing import IO, Any
 from sqlalchemy.orm import Session
 
 from assay.scoring import batches as svc
+from assay.scoring import csv_writer
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.pipeline import batch_summary
@@ -58,7 +58,6 @@ MEDIA_TYPES = {
 ID_COLUMNS = ("Position", "External ID", "Item ID", "Score ID")
 EXCEL_CELL_LIMIT = 32_767
 _CUT_NOTE = " … [cut at Excel's cell limit]"
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # Characters an XML 1.0 document cannot hold (openpyxl refuses them).
 _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
@@ -158,32 +157,8 @@ def json_chunks(ctx: ReportContext, scores: Iterable[Score], *, rows_per_chunk: 
 # --- CSV --------------------------------------------------------------------------------------------------
 
 
-def _csv_cell(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, default=str)
-    return value
-
-
 def csv_chunks(ctx: ReportContext, scores: Iterable[Score], *, rows_per_chunk: int = 200) -> Iterator[str]:
-    buf = io.StringIO()
-    writer: Any = None
-    n = 0
-    for row in _rows(ctx, scores):
-        if writer is None:
-            writer = csv.DictWriter(buf, fieldnames=ctx.columns or list(row), extrasaction="ignore")
-            writer.writeheader()
-        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
-        n += 1
-        if n % rows_per_chunk == 0:
-            yield buf.getvalue()
-            buf.seek(0)
-            buf.truncate()
-    if writer is None and ctx.columns:
-        csv.writer(buf).writerow(ctx.columns)
-    if buf.getvalue():
-        yield buf.getvalue()
+    return csv_writer.csv_chunks(_rows(ctx, scores), ctx.columns or None, rows_per_chunk=rows_per_chunk)
 
 
 # --- Excel ------------------------------------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import uuid
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, S
 from assay.api.publish import publish_components, start_planner
 from assay.scoring import batches as svc
 from assay.scoring.criteria import current_suite, load_criteria
+from assay.scoring.csv_writer import csv_chunks
 from assay.scoring.errors import BadRequest, PayloadTooLarge
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
@@ -303,17 +302,9 @@ def _export(
                     view["report"] = kind.report_row(score)
                 yield json.dumps(view) + "\n"
             return
-        writer_buf = io.StringIO()
-        writer: csv.DictWriter[str] | None = None
-        for score in rows:
-            row = kind.report_row(score) if kind.report_row is not None else flat_row(score, components)
-            if writer is None:
-                writer = csv.DictWriter(writer_buf, fieldnames=list(row))
-                writer.writeheader()
-            writer.writerow(row)
-            yield writer_buf.getvalue()
-            writer_buf.seek(0)
-            writer_buf.truncate()
+        yield from csv_chunks(
+            kind.report_row(score) if kind.report_row is not None else flat_row(score, components) for score in rows
+        )
     finally:
         session.close()
 

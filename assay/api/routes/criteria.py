@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -14,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.scoring import diff as svc
-from assay.scoring.reports import _csv_cell
+from assay.scoring.csv_writer import csv_chunks
 from assay.scoring.store.db import new_session, transaction
 
 router = APIRouter(prefix="/api/v1/criteria", tags=["items and criteria"])
@@ -137,21 +135,9 @@ def criteria_diff(
 
 def _csv(suite: str | None, from_hash: str, to_hash: str, flips_only: bool) -> Iterator[str]:
     session = new_session()
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
     try:
-        writer.writerow(CSV_COLUMNS)
         items = svc.iter_diff_items(session, suite=suite, from_hash=from_hash, to_hash=to_hash, flips_only=flips_only)
-        for count, item in enumerate(items, 1):
-            # The external id is user text: never let a spreadsheet run it as a formula.
-            writer.writerow(
-                [item.item_id, _csv_cell(item.external_id), item.old_total, item.new_total, item.delta,
-                 item.old_passed, item.new_passed, item.flip]
-            )
-            if count % 1000 == 0:  # one chunk per thousand rows, not one per row
-                yield buffer.getvalue()
-                buffer.seek(0)
-                buffer.truncate()
-        yield buffer.getvalue()
+        rows = ({column: getattr(item, column) for column in CSV_COLUMNS} for item in items)
+        yield from csv_chunks(rows, CSV_COLUMNS, rows_per_chunk=1000)
     finally:
         session.close()
