@@ -578,6 +578,13 @@ def worker(
         ),
     ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
+    name: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Celery node name (NAME@HOST; %h is the host name). Default: the queues and this process's "
+            "id, e.g. judge-4242@%h, so workers started side by side on one host are told apart (in Flower too).",
+        ),
+    ] = None,
     metrics_port: Annotated[
         Optional[int],
         typer.Option(
@@ -614,7 +621,12 @@ def worker(
     threads = concurrency or (judge_threads if chosen_pool == "threads" else os.cpu_count() or 2)
     from assay.workers.app import app
 
-    app.worker_main(["worker", "-Q", ",".join(names), "-P", chosen_pool, "-c", str(threads), "-E", "-l", loglevel])
+    # Two workers with one node name (Celery's default is celery@HOST) are one worker to Flower and to
+    # inspect/ping: Flower would list one of them and only its queues.
+    node_name = name or f"{'-'.join(names)}-{os.getpid()}@%h"
+    app.worker_main(
+        ["worker", "-Q", ",".join(names), "-P", chosen_pool, "-c", str(threads), "-E", "-l", loglevel, "-n", node_name]
+    )
 
 
 @cli.command()
@@ -627,18 +639,27 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
 
 
 @cli.command()
-def flower(port: Annotated[Optional[int], typer.Option()] = None) -> None:
-    """Start Flower with basic auth from ASSAY_FLOWER_USER / ASSAY_FLOWER_PASSWORD."""
+def flower(
+    port: Annotated[Optional[int], typer.Option(help="Default: ASSAY_FLOWER_PORT (5555).")] = None,
+    address: Annotated[
+        Optional[str], typer.Option(help="Interface to listen on. Default: ASSAY_FLOWER_ADDRESS (127.0.0.1).")
+    ] = None,
+) -> None:
+    """Start Flower with basic auth from ASSAY_FLOWER_USER / ASSAY_FLOWER_PASSWORD on every page, its API
+    and its /metrics (/healthcheck stays open: it says only OK)."""
     from assay.settings import get_settings
 
     settings = get_settings()
     if settings.flower_password is None:
         _fail("set ASSAY_FLOWER_PASSWORD: Flower is never started without basic auth")
     from assay.workers.app import app
+    from assay.workers.flower import require_login_for_metrics
 
+    require_login_for_metrics()
     app.start(
         [
             "flower",
+            f"--address={address if address is not None else settings.flower_address}",
             f"--port={port or settings.flower_port}",
             f"--basic-auth={settings.flower_user}:{settings.flower_password.get_secret_value()}",
         ]

@@ -146,6 +146,11 @@ class Settings(BaseSettings):
     flower_user: str = "admin"
     flower_password: SecretStr | None = None
     flower_port: int = 5555
+    flower_address: str = Field(
+        "127.0.0.1",
+        description="Interface `assay flower` listens on (loopback: reach it through an SSH tunnel or an "
+        "authenticating proxy; 0.0.0.0 inside a container whose port is published on the host's loopback).",
+    )
 
 
 @lru_cache

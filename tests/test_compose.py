@@ -226,6 +226,32 @@ def check_worker_queues(c: dict[str, Any]) -> list[str]:
     return problems
 
 
+def check_worker_node_names(c: dict[str, Any]) -> list[str]:
+    """Each worker has its own node name (--name, %h for the container's hostname), and its healthcheck
+    pings that name: two workers under one name are one worker to Flower and to inspect ping."""
+    problems = []
+    seen: dict[str, str] = {}
+    for name, service in sorted(c["services"].items()):
+        tokens = _tokens(service.get("command"))
+        if not tokens or tokens[0] != "worker":
+            continue
+        node = _option_value(tokens, "--name")
+        if node is None:
+            problems.append(f"{name}: worker without a fixed --name for its healthcheck to ping")
+            continue
+        if "@" not in node:
+            problems.append(f"{name}: --name {node} has no @HOST part")
+        if node in seen:
+            problems.append(f"{name}: --name {node} is also {seen[node]}'s")
+        seen[node] = name
+        test = " ".join(_tokens((service.get("healthcheck") or {}).get("test")))
+        # In the compose file $$ is a literal $: the shell in the container expands $HOSTNAME.
+        target = node.replace("%h", "$$HOSTNAME")
+        if not re.search(r"\binspect ping\b", test) or not re.search(rf"(-d|--destination)[ =]{re.escape(target)}(\s|$)", test):
+            problems.append(f"{name}: the healthcheck does not ping {target}: {test}")
+    return problems
+
+
 def check_secrets(c: dict[str, Any], text: str) -> list[str]:
     problems = []
     # Every interpolation is well formed and every `$` is either one or an escaped `$$`.
@@ -449,6 +475,10 @@ def test_worker_queues(compose: dict[str, Any]) -> None:
     assert check_worker_queues(compose) == []
 
 
+def test_worker_node_names(compose: dict[str, Any]) -> None:
+    assert check_worker_node_names(compose) == []
+
+
 def test_secrets_come_from_the_environment(compose: dict[str, Any]) -> None:
     assert check_secrets(compose, COMPOSE_FILE.read_text()) == []
 
@@ -516,6 +546,11 @@ COMPOSE_MUTANTS: dict[str, tuple[Callable[..., list[str]], Callable[[dict[str, A
     "unknown queue": (check_worker_queues, _set("worker-metrics.command", ["worker", "--queues", "metrics,control,bulk"])),
     "queue nobody consumes": (check_worker_queues, _set("worker-metrics.command", ["worker", "--queues", "metrics"])),
     "judge on prefork": (check_worker_queues, _set("worker-judge.command", ["worker", "--queues", "judge", "--pool", "prefork"])),
+    "worker without a name": (check_worker_node_names, _set("worker-judge.command", ["worker", "--queues", "judge", "--pool", "threads"])),
+    "two workers, one name": (check_worker_node_names, lambda c: c["services"]["worker-metrics"].update(
+        command=["worker", "--queues", "metrics,control", "--name", "worker-judge@%h"],
+        healthcheck=c["services"]["worker-judge"]["healthcheck"])),
+    "healthcheck pings the default name": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d celery@$$HOSTNAME"]})),
     "literal postgres password": (check_secrets, _env("postgres", "POSTGRES_PASSWORD", "hunter2")),
     "literal flower password": (check_secrets, _env("flower", "ASSAY_FLOWER_PASSWORD", "admin")),
     "password in the url": (check_secrets, _env("api", "ASSAY_DATABASE_URL", "postgresql+psycopg://assay:hunter2@postgres:5432/assay")),
