@@ -2,7 +2,10 @@
 from real runs in the sandbox.
 
 An item is a question, the data it is about, the generated code, and optionally reference code
-and/or the expected result and the model's recovery attempts. The data is either a registered
+and/or the expected result and the model's recovery attempts. The code the model ended with (its
+last recovery attempt, else the generated code) is what correctness, quality, performance,
+understanding and coverage score; an item with neither reference code nor an expected result
+cannot pass (its correctness cannot be established). The data is either a registered
 dataset (``dataset``: content hash or name, resolved at ingest; CSV / Parquet / JSON tables) or
 inline ``frames`` (table name -> list of records). The code sees every table under its name,
 ``dfs`` (name -> frame) and, when there is a single table, ``df``; plus ``pd`` and ``np``. Its
@@ -153,6 +156,19 @@ class PandasItem(BaseModel):
     def expected_result_given(self) -> bool:
         return self.expected_result is not None
 
+    @property
+    def final_code(self) -> str:
+        """The code the model ended with: its last recovery attempt when there are any (issue 19.8).
+        Correctness, quality, performance, understanding and coverage score it; the recovery
+        component scores how the model got there."""
+        return self.recovery_attempts[-1].code if self.recovery_attempts else self.generated_code
+
+    @property
+    def final_code_label(self) -> str:
+        if self.recovery_attempts:
+            return f"recovery attempt {len(self.recovery_attempts)}, the last"
+        return "the generated code"
+
 
 def _check_scalars(values: list[Any], where: str) -> None:
     for v in values:
@@ -271,7 +287,7 @@ def _judge_inputs(item: PandasItem) -> dict[str, str]:
     return {
         "QUESTION": item.question,
         "TABLES": _describe_tables(item),
-        "GENERATED_CODE": item.generated_code,
+        "GENERATED_CODE": item.final_code,
         "REFERENCE_CODE": item.reference_code or "(none given)",
         "EXPECTED_RESULT": json.dumps(item.expected_result, default=str) if item.expected_result_given else "(none given)",
     }
@@ -281,10 +297,20 @@ def _verdict_score(verdict: PandasCodeReview) -> tuple[float, dict[str, Any]]:
     return verdict.score, {"reasoning": verdict.reasoning, "issues": verdict.issues}
 
 
+def _pass_blockers(item: PandasItem) -> list[str]:
+    """Invariant 7: correctness needs a truth to compare with. Without reference code or an expected
+    result the item cannot pass, whatever its total (which still shows what was measured). When the
+    sandbox is unavailable, the correctness component fails, and so does the score."""
+    if item.reference_code is None and not item.expected_result_given:
+        return ["correctness could not be established: the item has neither reference code nor an expected result"]
+    return []
+
+
 KIND = Kind(
     name=KIND_NAME,
     item_model=PandasItem,
     judge_inputs=_judge_inputs,  # type: ignore[arg-type]
     verdict_score=_verdict_score,  # type: ignore[arg-type]
+    pass_blockers=_pass_blockers,  # type: ignore[arg-type]
     report_row=pandas_report_row,
 )

@@ -61,7 +61,7 @@ def _facts(item: Any, ctx: MetricContext) -> tuple[dict[str, list[str]], Questio
     frames = frames_info(item, _loader(ctx))
     columns = [c for cols in frames.values() for c in cols]
     question = analyse_question(item.question, columns)
-    code = analyse_code(item.generated_code, set(columns), predefined_names(frames))
+    code = analyse_code(item.final_code, set(columns), predefined_names(frames))
     return frames, question, code
 
 
@@ -103,12 +103,13 @@ def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, fl
     base = {
         "mentioned_columns": question.mentioned_columns,
         "extracted_columns": code.columns,
+        "code_scored": item.final_code_label,
     }
     if not code.parsed:
         return ComponentResult.ok(0.0, {
             "understanding_score": 0.0, "column_extraction_score": 0.0, "nl_parsing_score": 0.0,
             "statistical_understanding_score": 0.0, **base, "statistical_operations": [],
-            "reason": f"the generated code does not parse: {code.syntax_error}",
+            "reason": f"the code does not parse: {code.syntax_error}",
         })
     uses = code.uses_data
     mentioned = question.mentioned_columns
@@ -170,7 +171,7 @@ def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, fl
         return ComponentResult.ok(0.0, {
             "coverage_score": 0.0, "filter_conditions_coverage": 0.0, "groupby_columns_coverage": 0.0,
             "sorting_coverage": 0.0, "join_conditions_coverage": 0.0,
-            "missing_requirements": [f"the generated code does not parse: {code.syntax_error}"],
+            "missing_requirements": [f"the code does not parse: {code.syntax_error}"], "code_scored": item.final_code_label,
         })
     missing: list[str] = []
     uses = code.uses_data
@@ -224,6 +225,7 @@ def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, fl
         "sorting_coverage": sort_cov,
         "join_conditions_coverage": join_cov,
         "missing_requirements": missing,
+        "code_scored": item.final_code_label,
         "required": {
             "filter_conditions": question.filter_conditions,
             "groupby_columns": question.groupby_columns,
@@ -345,19 +347,19 @@ def correctness(item: Any, ctx: MetricContext, tol: Tolerance) -> ComponentResul
         truth = resolve_truth(item, loader)
         if truth is None:
             return ComponentResult.skipped("the item has neither reference code nor an expected result")
-        generated = run_code(item.generated_code, item, loader, repeat=TIMED_RUNS)
+        generated = run_code(item.final_code, item, loader, repeat=TIMED_RUNS)
     except ReferenceFailed as exc:
         return ComponentResult.failed(str(exc))
     except SandboxError as exc:
         return _sandbox_failure(exc)
-    base: dict[str, Any] = {"truth_source": truth.source}
+    base: dict[str, Any] = {"truth_source": truth.source, "code_scored": item.final_code_label}
     if truth.reference_agrees is not None:
         base["reference_agrees_with_expected_result"] = truth.reference_agrees
     if not generated.ok or generated.result is None:
         return ComponentResult.ok(0.0, {
             "correctness_score": 0.0,
             "executed": False,
-            "reason": "the generated code did not execute",
+            "reason": "the code did not execute",
             "error": error_text(generated.error),
             "error_type": classify_error(generated.error),
             "error_category": (generated.error or {}).get("category"),
@@ -392,17 +394,18 @@ def code_quality(item: Any, ctx: MetricContext) -> ComponentResult:
             names = set()
     predefined = sorted(predefined_names({n: [] for n in names}) | ({"df"} if not names else set()))
     try:
-        score, details = quality_score(item.generated_code, predefined)
+        score, details = quality_score(item.final_code, predefined)
     except RuffUnavailable as exc:
         return ComponentResult.failed(str(exc))
     details["ruff"] = ruff_version()
+    details["code_scored"] = item.final_code_label
     return ComponentResult.ok(score, details)
 
 
 def performance(item: Any, ctx: MetricContext, **bands: Any) -> ComponentResult:
     loader = _loader(ctx)
     try:
-        generated = run_code(item.generated_code, item, loader, repeat=TIMED_RUNS)
+        generated = run_code(item.final_code, item, loader, repeat=TIMED_RUNS)
         reference = run_code(item.reference_code, item, loader, repeat=TIMED_RUNS) if item.reference_code else None
     except SandboxError as exc:
         return _sandbox_failure(exc)
@@ -410,8 +413,9 @@ def performance(item: Any, ctx: MetricContext, **bands: Any) -> ComponentResult:
         return ComponentResult.ok(0.0, {
             "performance_score": 0.0,
             "executed": False,
-            "reason": "the generated code did not execute",
+            "reason": "the code did not execute",
             "error": error_text(generated.error),
+            "code_scored": item.final_code_label,
         })
     note = None
     if reference is not None and not reference.ok:
@@ -419,6 +423,7 @@ def performance(item: Any, ctx: MetricContext, **bands: Any) -> ComponentResult:
         reference = None
     score, details = performance_score(generated.to_dict(), reference.to_dict() if reference else None, **bands)
     details["executed"] = True
+    details["code_scored"] = item.final_code_label
     if note:
         details["note"] = note
     return ComponentResult.ok(score, details)
