@@ -7,8 +7,9 @@ expected queries executed here, with duckdb-kql on DuckDB (:mod:`assay.scoring.k
 Caching, per process (a Celery worker's threads share it):
 
 - a dataset's tables are loaded once per content hash into one in-memory DuckDB database (the
-  :data:`MAX_DATABASES` most recently used are kept); external access is switched off after loading,
-  and every query runs on its own cursor, so threads run queries side by side;
+  :data:`MAX_DATABASES` most recently used are kept), each table in one canonical row order
+  (:func:`canonical_order`); external access is switched off after loading, and every query runs
+  on its own cursor, so threads run queries side by side;
 - each distinct (query, dataset, now) runs once: schema match, results match and the pass rule
   share it, and so do items that repeat an expected query. Concurrent asks for the same key wait
   for the first one (single flight). ``now`` is part of the key only when the query reads the clock
@@ -217,16 +218,21 @@ def _load_database(tables: Mapping[str, Any]) -> duckdb.DuckDBPyConnection:
                 load_relation(con, table)
             else:
                 load_rows(con, name, table)
-            # One canonical row order, whatever the order of the file: an open choice the ties
-            # module does not analyse (see there) then comes out the same on every run.
-            quoted = '"' + str(table.name if isinstance(table, Table) else name).replace('"', '""') + '"'
-            con.execute(f"CREATE OR REPLACE TABLE {quoted} AS SELECT * FROM {quoted} ORDER BY ALL")
+            canonical_order(con, table.name if isinstance(table, Table) else name)
         # From here on, neither a query nor DuckDB may touch files or URLs.
         con.execute("SET enable_external_access = false")
     except BaseException:
         con.close()
         raise
     return con
+
+
+def canonical_order(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Rewrite ``table`` in one canonical row order, whatever the order of its file: an open choice
+    that :mod:`assay.scoring.kql.ties` does not analyse (an ``arg_max`` tie, say) then comes out
+    the same on every run, and the same pair scores the same."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    con.execute(f"CREATE OR REPLACE TABLE {quoted} AS SELECT * FROM {quoted} ORDER BY ALL")
 
 
 def _run(con: duckdb.DuckDBPyConnection, query: str, now: datetime, *, fetch: bool) -> Outcome:

@@ -22,9 +22,11 @@ from it (its quota). A valid answer takes exactly the quota of each group, any o
   pool from the same query with ``kind=inner`` (every left row with that key), the quota the number
   of rows the expected run has for that key. (This accepts rows of different left rows for one
   key, a little more than Kusto would return.)
+- ``summarize arg_max(x, ...) by k`` (or ``arg_min``; the only aggregate, over plain columns): a
+  group per ``k``, the pool every row whose ``x`` equals the group's maximum (minimum), quota 1.
 
-Nothing else is analysed: an open choice elsewhere (``arg_max`` ties, a ``take`` inside a
-subquery) is compared as the expected run returned it. The offline engine reads every table in one
+Nothing else is analysed: an open choice elsewhere (``take_any``, a ``take`` inside a subquery, an
+``arg_max`` beside other aggregates) is compared as the expected run returned it. The offline engine reads every table in one
 canonical row order (:mod:`assay.scoring.kql.offline`), so such a case is at least the same on
 every run.
 
@@ -43,13 +45,13 @@ from typing import Any, Literal
 import duckdb_kql
 from antlr4.tree.Tree import TerminalNode
 
-from assay.scoring.kql.parser import _collapse, _rule, _rules, rewrite_count_star
+from assay.scoring.kql.parser import _collapse, _rule, _rules, _split_named, rewrite_count_star
 
 __all__ = ["TIE_PREFIX", "Answers", "TiePlan", "answers", "plan"]
 
 Row = dict[str, Any]
 TIE_PREFIX = "__assay_tie"
-Construct = Literal["top", "sort then take", "take", "sort", "default join"]
+Construct = Literal["top", "sort then take", "take", "sort", "default join", "arg_max", "arg_min"]
 
 # Operators after the construct that keep every row (so the groups' quotas still hold).
 _ROW_KEEPING = {
@@ -120,7 +122,7 @@ def _plan_cached(expected_kql: str) -> TiePlan | None:
         return None
     if tree is None:
         return None
-    ops = _main_operators(tree)
+    main_start, ops = _main_operators(tree)
     if not ops:
         return None
     last = len(ops)
@@ -155,22 +157,25 @@ def _plan_cached(expected_kql: str) -> TiePlan | None:
         return TiePlan("sort", _sorted_pool(text, construct_op, keys, [], tail), len(keys))
     if construct_op.rule == "JoinOperator":
         return _join_plan(text, construct_op, tail)
+    if construct_op.rule == "SummarizeOperator":
+        return _arg_plan(text, main_start, construct_op, tail)
     return None
 
 
-def _main_operators(tree: Any) -> list[_Op]:
+def _main_operators(tree: Any) -> tuple[int, list[_Op]]:
+    """Where the main pipeline (the last query statement) starts, and its operators."""
     statements = _rules(_rules(tree, "Query")[0], "Statement")
     queries = [s.children[0] for s in statements if _rule(s.children[0]) == "QueryStatement"]
     if not queries:
-        return []
+        return 0, []
     node = _collapse(queries[-1].children[0])
     if _rule(node) != "PipeExpression":
-        return []
+        return 0, []
     ops = []
     for piped in node.children[1:]:
         op = _collapse(piped.children[1])
         ops.append(_Op(_rule(op), op.start.start, op.stop.stop, op))
-    return ops
+    return node.start.start, ops
 
 
 def _integer(node: Any) -> int | None:
@@ -252,6 +257,54 @@ def _left_key(condition: Any) -> str | None:
     return None
 
 
+_NAME_RULES = {"IdentifierName", "IdentifierOrKeywordOrEscapedName", "SimpleNameReference", "NameReferenceWithDataScope"}
+
+
+def _column(node: Any) -> str | None:
+    """The column a plain name reference spells (``x``), else None."""
+    node = _collapse(node)
+    return node.getText() if _rule(node) in _NAME_RULES else None
+
+
+def _arg_plan(text: str, main_start: int, summarize: _Op, tail: Sequence[_Op]) -> TiePlan | None:
+    aggregates = _rules(summarize.node, "NamedExpression", "UnnamedExpression")
+    by_clauses = _rules(summarize.node, "SummarizeOperatorByClause")
+    if len(aggregates) != 1 or len(by_clauses) != 1:
+        return None
+    alias, value = _split_named(aggregates[0])
+    if alias is not None:
+        return None
+    call = _collapse(value)
+    if _rule(call) != "NamedFunctionCallExpression":
+        return None
+    function = call.children[0].getText().lower()
+    if function not in ("arg_max", "arg_min"):
+        return None
+    arguments = [_collapse(a) for a in _rules(call, "ArgumentExpression")]
+    if not arguments:
+        return None
+    measure = _column(arguments[0])
+    columns = ["*" if a.getText() == "*" else _column(a) for a in arguments[1:]]
+    keys = [_column(k) if _split_named(k)[0] is None else None for k in _rules(by_clauses[0], "NamedExpression", "UnnamedExpression")]
+    if measure is None or None in columns or None in keys or not keys:
+        return None
+    lets = text[:main_start]
+    prefix = text[main_start : summarize.start].rstrip().removesuffix("|").rstrip()
+    best = "max" if function == "arg_max" else "min"
+    by = ", ".join(f"{TIE_PREFIX}{i} = {k}" for i, k in enumerate(keys))
+    on = ", ".join(f"$left.{k} == $right.{TIE_PREFIX}{i}" for i, k in enumerate(keys))
+    ties = _tie_columns(len(keys))
+    if "*" in columns:
+        shape = f"project-away {TIE_PREFIX}_best"
+    else:
+        shape = "project " + ", ".join(dict.fromkeys([*keys, measure, *columns])) + f", {ties}"
+    pool = (
+        f"{lets}{prefix} | join kind=inner ({prefix} | summarize {TIE_PREFIX}_best = {best}({measure}) by {by})"
+        f" on {on} | where {measure} == {TIE_PREFIX}_best | {shape}{_rest(text, tail, len(keys))}"
+    )
+    return TiePlan(function, pool, len(keys))  # type: ignore[arg-type]
+
+
 Runner = Callable[[str], Any]  # query -> offline.Outcome
 
 
@@ -282,6 +335,9 @@ def answers(tie_plan: TiePlan, run: Runner) -> Answers | str:
         # No order: groups in a canonical order so that a comparison reads them the same every run.
         order = sorted(grouped, key=repr)
         return Answers(tie_plan.construct, tuple((tuple(grouped[k]), quotas.get(k, 0)) for k in order), False)
+    if tie_plan.construct in ("arg_max", "arg_min"):  # one row per group, any that attains the extreme
+        order = sorted(grouped, key=repr)
+        return Answers(tie_plan.construct, tuple((tuple(grouped[k]), 1) for k in order), False)
     if tie_plan.limit is None:  # a sort: every row, in its key's place
         return Answers(tie_plan.construct, tuple((tuple(rows), len(rows)) for rows in grouped.values()), True)
     left = tie_plan.limit
