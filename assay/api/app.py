@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.dashboard import install as install_dashboard
+from assay.api.docs import install as install_docs
 from assay.api.errors import install_error_handlers
 from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
 from assay.api.routes import criteria
@@ -39,7 +40,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="Assay", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    # FastAPI's own /docs and /redoc load scripts from a CDN: install_docs serves /docs from the
+    # installed swagger-ui-bundle package instead.
+    app = FastAPI(
+        title="Assay", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(batches.router)
@@ -53,4 +58,5 @@ def create_app() -> FastAPI:
     app.include_router(rescore.router)
     app.include_router(metrics.router)
     install_dashboard(app)
+    install_docs(app)
     return app

@@ -8,7 +8,10 @@ import csv
 import hashlib
 import io
 import json
+import re
 from datetime import timedelta
+from html.parser import HTMLParser
+from urllib.parse import urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
@@ -171,3 +174,74 @@ def test_csv_chunks_header_missing_and_extra_keys():
     assert list(csv.reader(io.StringIO(text))) == [["a", "b"], ["'=1", "2"], ["x", ""]]
     assert "".join(csv_chunks([], ["=Total"])) == "'=Total\r\n"
     assert "".join(csv_chunks([])) == ""
+
+
+# --- the API docs -----------------------------------------------------------------------------------------------
+
+
+class _PageRefs(HTMLParser):
+    """The URLs a page makes the browser load (src, link href), and the text of inline scripts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[tuple[str, str]] = []
+        self.inline_scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        for attr in ("src", "href"):
+            if values.get(attr) and (attr == "src" or tag == "link"):
+                self.urls.append((tag, values[attr] or ""))
+        if any(name.startswith("on") for name in values):
+            self.inline_scripts.append(f"<{tag}> event handler attribute")
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script and data.strip():
+            self.inline_scripts.append(data)
+
+
+def _csp(header: str) -> dict[str, list[str]]:
+    return {d.split()[0]: d.split()[1:] for d in (part.strip() for part in header.split(";")) if d}
+
+
+CONTENT_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
+
+
+def test_the_docs_page_loads_only_its_own_assets_under_a_csp_without_inline_scripts(clean_db):
+    with TestClient(make_app()) as anonymous:  # the docs need no key, like the OpenAPI document
+        r = anonymous.get("/docs")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        csp = _csp(r.headers["content-security-policy"])
+        assert csp["default-src"] == ["'self'"] and csp["script-src"] == ["'self'"]
+        assert csp["connect-src"] == ["'self'"] and csp["base-uri"] == ["'none'"]
+        refs = _PageRefs()
+        refs.feed(r.text)
+        assert refs.inline_scripts == []
+        scripts = [url for tag, url in refs.urls if tag == "script"]
+        assert len(scripts) == 2 and refs.urls, refs.urls
+        for _, url in refs.urls:
+            parts = urlsplit(url)
+            assert not parts.scheme and not parts.netloc and url.startswith("/"), f"not this site's: {url}"
+            asset = anonymous.get(url)
+            assert asset.status_code == 200, url
+            kind = CONTENT_TYPES[url[url.rindex("."):]]
+            assert kind in asset.headers["content-type"], (url, asset.headers["content-type"])
+            assert asset.headers["x-content-type-options"] == "nosniff"
+        bundle = anonymous.get(scripts[0]).text
+        assert "SwaggerUIBundle" in bundle and len(bundle) > 100_000  # the real Swagger UI, from the package
+        openapi_url = re.search(r'data-openapi-url="([^"]+)"', r.text)[1]
+        assert openapi_url == "/openapi.json" and anonymous.get(openapi_url).json()["info"]["title"] == "Assay"
+        assert "dataset.openapiUrl" in anonymous.get(scripts[1]).text
+
+
+@pytest.mark.parametrize("path", ["/redoc", "/docs/assets/index.html", "/docs/assets/swagger-initializer.js",
+                                  "/docs/assets/..%2F..%2Fsettings.py", "/docs/oauth2-redirect"])
+def test_no_other_docs_page_or_package_file_is_served(clean_db, path):
+    # /redoc would load its script from a CDN; the package's demo page loads the petstore example.
+    with TestClient(make_app()) as anonymous:
+        assert anonymous.get(path).status_code == 404

@@ -18,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 from assay.api.auth import forwarded_user
 from assay.api.dashboard import queries as q
 from assay.api.dashboard import session as cookie
+from assay.api.security_headers import SECURITY_HEADERS
 from assay.scoring import batches as svc
 from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound, Unauthorized
@@ -127,20 +128,6 @@ def _number(value: Any) -> str:
 
 templates.env.filters.update(pct=_pct, usd=_usd, when=_when, short=_short, number=_number)
 templates.env.globals.update(band=q.band)
-
-
-# Pages load only this site's own script and styles (inline style attributes draw the bars), may not be
-# framed (a framed "Score session" button could be clicked by another site), and leak no URLs.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
 
 
 def render(request: Request, who: Viewer | None, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
