@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     max_session_bytes: int = Field(
         32 * 1024**2, description="Largest alert session accepted by POST /api/v1/sessions (the request body), in bytes."
     )
+    max_body_bytes: int = Field(
+        16 * 1024**2,
+        ge=1,
+        description="Largest request body of every route without a limit of its own (uploads, sessions, "
+        "score-query and dataset files have theirs), in bytes.",
+    )
 
     # Alert sessions (design 001): the TARSy history service a session is fetched from when not stored.
     history_service_url: str | None = Field(

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from assay.api.body_limit import install_body_limits
 from assay.api.dashboard import install as install_dashboard
 from assay.api.docs import install as install_docs
 from assay.api.errors import install_error_handlers
@@ -23,7 +24,9 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """Assay scores LLM outputs (generated KQL, agent sessions, generated pandas code) with
 deterministic metrics and an LLM judge. Every score is stamped with the SHA-256 criteria hash of the
 suite that produced it. Authenticate with `Authorization: Bearer <API key>`; behind a trusted proxy
-(oauth2-proxy) the `X-Forwarded-User` header identifies the user."""
+(oauth2-proxy) the `X-Forwarded-User` header identifies the user.
+Every request body has a size limit (the route's own, else `ASSAY_MAX_BODY_BYTES`): over it, 413
+with the limit and its setting in `details`."""
 
 
 def _register_suites() -> None:
@@ -58,5 +61,6 @@ def create_app() -> FastAPI:
     app.include_router(rescore.router)
     app.include_router(metrics.router)
     install_dashboard(app)
+    install_body_limits(app)  # last: it reads the route table, and runs before anything reads a body
     install_docs(app)
     return app

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
+import os
 import re
 import zipfile
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from assay.scoring.suites import canonical_json
 FORMATS = ("csv", "parquet", "json")
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 HASH = re.compile(r"^[0-9a-f]{64}$")
+log = logging.getLogger(__name__)
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so the stored archive is byte-identical for equal content
 
 
@@ -68,19 +71,54 @@ def format_from_filename(filename: str) -> str:
     return fmt
 
 
-def tables_from_path(data_dir: Path, relative: str) -> list[Table]:
-    """Tables from a file or a folder of files, which must lie inside the configured data directory."""
+def tables_from_path(data_dir: Path, relative: str, *, max_bytes: int | None = None) -> list[Table]:
+    """Tables from a file or a folder of files inside the configured data directory. Every file's
+    resolved path must lie inside it too: a link to a file elsewhere is refused, never followed.
+    Messages name paths relative to the directory, never where it is on the server."""
     root = data_dir.resolve()
+    try:
+        files = _files_inside(root, relative)
+        size = sum(path.stat().st_size for _, path in files)
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL, a name too long, a link loop
+        log.warning("dataset path %.200r under %s cannot be used: %.300s", relative, root, exc)
+        raise InvalidInput(f"path {relative!r} cannot be read in the data directory") from None
+    if not files:
+        raise InvalidInput(f"{relative!r} holds no table file")
+    if max_bytes is not None and size > max_bytes:
+        raise PayloadTooLarge(f"the files under {relative!r} hold {size} bytes; the limit is {max_bytes}")
+    return [make_table(Path(shown).stem, format_from_filename(shown), _read_inside(shown, path)) for shown, path in files]
+
+
+def _files_inside(root: Path, relative: str) -> list[tuple[str, Path]]:
+    """(the name shown to the user, the resolved path) of each table file ``relative`` names."""
     target = (root / relative).resolve()
     if not target.is_relative_to(root):
-        raise InvalidInput(f"path {relative!r} is outside the data directory", data_dir=str(root))
+        raise InvalidInput(f"path {relative!r} is outside the data directory")
     if not target.exists():
         raise NotFound(f"no file or folder {relative!r} in the data directory")
-    files = sorted(p for p in target.iterdir() if p.is_file()) if target.is_dir() else [target]
-    tables = [make_table(p.stem, format_from_filename(p.name), p.read_bytes()) for p in files if not p.name.startswith(".")]
-    if not tables:
-        raise InvalidInput(f"{relative!r} holds no table file")
-    return tables
+    entries = sorted(target.iterdir()) if target.is_dir() else [target]
+    files = []
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        shown = str(entry.relative_to(root))
+        resolved = entry.resolve()
+        if not resolved.is_relative_to(root):
+            raise InvalidInput(f"{shown!r} links outside the data directory; only files inside it are read")
+        if resolved.is_file():
+            files.append((shown, resolved))
+    return files
+
+
+def _read_inside(shown: str, path: Path) -> bytes:
+    """A file's bytes, opened without following a link that replaced it since it was checked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        log.warning("dataset file %s cannot be read: %s", path, exc)
+        raise InvalidInput(f"{shown!r} in the data directory cannot be read") from None
 
 
 def _connect():  # type: ignore[no-untyped-def]
@@ -101,8 +139,19 @@ def load_relation(con: Any, table: Table) -> Any:
     try:
         reader = {"csv": "read_csv_auto", "parquet": "read_parquet", "json": "read_json_auto"}[table.format]
         con.execute(f'CREATE OR REPLACE TABLE "{table.name}" AS SELECT * FROM {reader}(?)', [path])
+    except Exception as exc:
+        # DuckDB names the file it read: name the table's file, not the server's scratch path.
+        exc.args = tuple(a.replace(path, f"{table.name}.{table.format}") if isinstance(a, str) else a for a in exc.args)
+        raise
     finally:
         Path(path).unlink(missing_ok=True)
+
+
+def _reason(exc: Exception) -> str:
+    """DuckDB's reason: its first paragraph (what follows is hints, the reader's options and the
+    statement it ran)."""
+    first = str(exc).strip().split("\n\n", 1)[0]
+    return " ".join(first.split())[:500] or type(exc).__name__
 
 
 def describe_table(table: Table) -> dict[str, Any]:
@@ -111,7 +160,9 @@ def describe_table(table: Table) -> dict[str, Any]:
         try:
             load_relation(con, table)
         except Exception as exc:  # duckdb raises many kinds; all mean "this is not a readable table"
-            raise InvalidInput(f"table {table.name!r} is not readable as {table.format}: {exc}") from None
+            raise InvalidInput(
+                f"table {table.name!r} is not readable as {table.format}: {_reason(exc)}"
+            ) from None
         columns = [(r[0], r[1]) for r in con.execute(f'DESCRIBE "{table.name}"').fetchall()]
         rows = con.execute(f'SELECT count(*) FROM "{table.name}"').fetchone()[0]
     finally:

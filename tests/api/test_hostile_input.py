@@ -261,8 +261,8 @@ def test_a_body_over_the_upload_limit_is_a_413(upload, api_client, small_limits,
     assert r.status_code == 413, r.text
     assert r.json() == {
         "error": "payload_too_large",
-        "message": "upload exceeds 50000 bytes",
-        "details": {"limit_bytes": 50_000},
+        "message": "the request body is larger than this route's limit of 50000 bytes (ASSAY_MAX_UPLOAD_BYTES)",
+        "details": {"limit_bytes": 50_000, "setting": "ASSAY_MAX_UPLOAD_BYTES"},
     }
     assert_nothing_written(api_client)
 

@@ -18,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 from assay.api.auth import forwarded_user
 from assay.api.dashboard import queries as q
 from assay.api.dashboard import session as cookie
+from assay.api.params import Offset
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.scoring import batches as svc
 from assay.scoring.criteria import load_criteria
@@ -192,7 +193,7 @@ def batches_page(
     request: Request,
     who: Annotated[Viewer, Depends(viewer)],
     suite: str | None = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> HTMLResponse:
     with transaction() as session:
         rows = q.list_batch_rows(session, limit=PAGE_SIZE, offset=offset, suite=suite or None)
@@ -237,8 +238,8 @@ def batch_page(
     request: Request,
     batch_id: uuid.UUID,
     who: Annotated[Viewer, Depends(viewer)],
-    ok_offset: Annotated[int, Query(ge=0)] = 0,
-    err_offset: Annotated[int, Query(ge=0)] = 0,
+    ok_offset: Offset = 0,
+    err_offset: Offset = 0,
 ) -> HTMLResponse:
     with transaction() as session:
         try:
@@ -369,7 +370,7 @@ def sessions_page(
     state: Annotated[str, Query(pattern="^(all|scored|not_scored|scoring_failed|scoring)$")] = "all",
     min_score: Annotated[int | None, Query(ge=0, le=100)] = None,
     sort: Annotated[str, Query(pattern="^(newest|score_desc|score_asc)$")] = "newest",
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> HTMLResponse:
     with transaction() as session:
         rows, total = q.list_sessions(session, state=state, min_score=min_score, sort=sort, limit=PAGE_SIZE, offset=offset)

@@ -14,12 +14,14 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
+from assay.api.body_limit import body_limit
+from assay.api.params import Offset
 from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
 from assay.api.publish import publish_components, start_planner
 from assay.scoring import batches as svc
 from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.csv_writer import csv_chunks
-from assay.scoring.errors import BadRequest, PayloadTooLarge
+from assay.scoring.errors import BadRequest
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.store.db import new_session, transaction
@@ -59,6 +61,7 @@ UPLOAD_BODY = {
     openapi_extra=UPLOAD_BODY,
     responses={413: {"description": "Body or item count over the limit"}, 422: {"description": "Bad lines (listed)"}},
 )
+@body_limit("max_upload_bytes")
 async def create_batch(
     request: Request,
     response: Response,
@@ -78,9 +81,6 @@ async def create_batch(
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> BatchAccepted:
     settings = get_settings()
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes:
-        raise PayloadTooLarge(f"upload exceeds {settings.max_upload_bytes} bytes", limit_bytes=settings.max_upload_bytes)
     limits = IngestLimits(
         max_items=settings.max_items_per_batch,
         max_item_bytes=settings.max_item_bytes,
@@ -170,7 +170,7 @@ def list_batches(
     _: Annotated[Principal, Depends(require_principal)],
     suite: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> BatchList:
     with transaction() as session:
         rows = svc.list_batches(session, limit=limit, offset=offset, suite=suite)
@@ -252,7 +252,7 @@ def results(
         ResultFilter, Query(description="finished / passed / failed (below threshold) / errored")
     ] = "all",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
     finished_after: Annotated[
         datetime | None,
         Query(description="Only results finished after this time, oldest first (to follow a running batch)"),

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.api.auth import Principal, require_principal
+from assay.api.params import Offset
 from assay.scoring import diff as svc
 from assay.scoring.csv_writer import csv_chunks
 from assay.scoring.store.db import new_session, transaction
@@ -104,7 +105,7 @@ def criteria_diff(
     flips_only: Annotated[bool, Query(description="Only items whose verdict changed")] = False,
     order: Annotated[svc.DiffOrder, Query(description="delta: largest |delta| first; item: by item id")] = "delta",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,  # past bigint PostgreSQL fails the query
+    offset: Offset = 0,
     format: Annotated[Literal["json", "csv"], Query(description="json: aggregates and a page; csv: every row")] = "json",
 ) -> Any:
     with transaction() as session:

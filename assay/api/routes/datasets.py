@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, File, Form, Response, UploadFile
 from pydantic import BaseModel, Field, model_validator
 
 from assay.api.auth import Principal, require_principal
+from assay.api.body_limit import body_limit
 from assay.scoring import datasets as svc
 from assay.scoring.errors import InvalidInput
 from assay.scoring.store.db import transaction
@@ -59,11 +60,13 @@ def register_dataset(body: DatasetIn, response: Response, _: Annotated[Principal
     if body.tables is not None:
         tables = [svc.table_from_records(name, rows) for name, rows in body.tables.items()]
     else:
-        tables = svc.tables_from_path(get_settings().data_dir, body.path or "")
+        settings = get_settings()
+        tables = svc.tables_from_path(settings.data_dir, body.path or "", max_bytes=settings.max_dataset_bytes)
     return _store(tables, body.name, response)
 
 
 @router.post("/files", response_model=DatasetOut, status_code=201, summary="Register a dataset from uploaded table files")
+@body_limit("max_dataset_bytes", framing_bytes=64 * 1024)
 def upload_dataset(
     response: Response,
     _: Annotated[Principal, Depends(require_principal)],

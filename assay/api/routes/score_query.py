@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, selectinload
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
+from assay.api.body_limit import body_limit
 from assay.api.publish import publish_components
 from assay.scoring import datasets
 from assay.scoring.criteria import current_suite, load_criteria, register_criteria
@@ -244,6 +245,7 @@ def _accepted(score_id: uuid.UUID, status: str) -> JSONResponse:
     responses=_RESPONSES,
     status_code=200,
 )
+@body_limit("max_item_bytes")  # the body is one item, as a line of a batch upload is
 async def score_query(
     body: ScoreQueryIn,
     principal: Annotated[Principal, Depends(require_principal)],

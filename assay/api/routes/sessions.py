@@ -15,20 +15,20 @@ trusted proxy only; else ``api-client`` (an API key).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Header, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
 
 from assay.api.auth import Principal, require_principal
+from assay.api.body_limit import body_limit
 from assay.api.publish import publish_components, start_planner
-from assay.scoring.errors import InvalidInput, NotFound, PayloadTooLarge
+from assay.scoring.errors import InvalidInput, NotFound
 from assay.scoring.kinds.alert_session import AlertSessionItem
 from assay.scoring.sessions import SUITE, analytics, history, store
 from assay.scoring.sessions import service as svc
@@ -36,7 +36,6 @@ from assay.scoring.sessions.views import session_score_view
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import Score
 from assay.scoring.views import iso
-from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1", tags=["alert sessions (EP-0028)"])
 
@@ -44,7 +43,6 @@ SessionId = Annotated[
     str,
     Path(min_length=1, max_length=255, description="The TARSy session id (the item's external id)."),
 ]
-DEFAULT_MAX_SESSION_BYTES = 32 * 1024**2
 
 
 def _check_id(session_id: str) -> str:
@@ -172,45 +170,14 @@ class RescoreOut(BaseModel):
 # --- sessions in -------------------------------------------------------------------------------------------
 
 
-def _max_session_bytes() -> int:
-    return int(getattr(get_settings(), "max_session_bytes", DEFAULT_MAX_SESSION_BYTES))
-
-
-class _SizeLimitedRoute(APIRoute):
-    """Reads the body under ``max_session_bytes`` (413 past it) before FastAPI parses it, so an
-    oversized session is refused without being held in memory whole."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def limited(request: Request) -> Response:
-            limit = _max_session_bytes()
-            declared = request.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > limit:
-                raise PayloadTooLarge(f"a session is at most {limit} bytes", limit_bytes=limit)
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise PayloadTooLarge(f"a session is at most {limit} bytes", limit_bytes=limit)
-                chunks.append(chunk)
-            request._body = b"".join(chunks)  # Starlette's cache: FastAPI's request.body() reads it
-            return await handler(request)
-
-        return limited
-
-
-_uploads = APIRouter(route_class=_SizeLimitedRoute)
-
-
-@_uploads.post(
+@router.post(
     "/sessions",
     response_model=SessionStoredOut,
     status_code=201,
     summary="Store a session, or update the stored one (same session_id)",
     responses={200: {"model": SessionStoredOut, "description": "Updated or unchanged"}, 413: {"description": "Too large"}},
 )
+@body_limit("max_session_bytes")
 def post_session(item: AlertSessionItem, _: Annotated[Principal, Depends(require_principal)]) -> JSONResponse:
     with transaction() as session:
         stored = store.store_session(session, item)
@@ -222,9 +189,6 @@ def post_session(item: AlertSessionItem, _: Annotated[Principal, Depends(require
             outcome=stored.outcome,  # type: ignore[arg-type]
         )
     return JSONResponse(body.model_dump(), status_code=201 if stored.created else 200)
-
-
-router.include_router(_uploads)
 
 
 def _latest_out(row: Any, hashes: dict[str, str]) -> LatestScoreOut | None:
