@@ -61,6 +61,6 @@ def create_app() -> FastAPI:
     app.include_router(rescore.router)
     app.include_router(metrics.router)
     install_dashboard(app)
-    install_body_limits(app)  # last: it reads the route table, and runs before anything reads a body
     install_docs(app)
+    install_body_limits(app)  # last, so the outermost middleware: it counts a body before anything reads it
     return app
