@@ -9,8 +9,10 @@ item is a distinct one), scored without a judge (no ANTHROPIC_API_KEY: the judge
 
 For each it prints wall time, CPU time (user + system) of every process involved — the ``assay run``
 process, the sandbox executor with the children it forks per run — their total, items/s, CPU per
-item, wall / CPU, and how long the threads waited for a CPU (other load on the machine inflates
-the wall time; the load average is printed too). The total is exact: this process becomes a child subreaper, reaps every
+item, wall / CPU, how long the threads waited for a CPU (other load on the machine inflates the
+wall time; the load average is printed too), and the share of the run during which none of its
+threads ran or waited for a CPU or the disk: time spent waiting on nothing but the clock — the
+figure a polling sleep shows up in whatever the machine's load. The total is exact: this process becomes a child subreaper, reaps every
 descendant (orphans included) and reads ``RUSAGE_CHILDREN``. The executor's share is its last
 reading from /proc (sampled every 50 ms; its own and its reaped children's time), the rest is the
 ``assay run`` process's. Also the gaps between consecutive results landing (``completed_at``): the
@@ -68,18 +70,34 @@ def write_items(source: Path, count: int, target: Path) -> None:
             handle.write(json.dumps({**item, "id": f"{item.get('id', 'item')}-{n}"}) + "\n")
 
 
-def _children(parent: int) -> list[int]:
+def _threads(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (a thread that started a process is its parent)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for tid in _threads(pid):
         try:
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            found += [int(child) for child in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
         except OSError:
-            continue
-        if int(stat[stat.rindex(b")") + 2 :].split()[1]) == parent:
-            found.append(int(entry))
+            pass
     return found
+
+
+def _states(pid: int) -> str:
+    """The scheduler state letter of each thread of ``pid`` (R running or runnable, S sleeping, …)."""
+    states = ""
+    for tid in _threads(pid):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
+            states += chr(stat[stat.rindex(b")") + 2])
+        except (OSError, IndexError, ValueError):
+            pass
+    return states
 
 
 def _cpu_with_reaped_children(pid: int) -> float | None:
@@ -95,11 +113,7 @@ def _cpu_with_reaped_children(pid: int) -> float | None:
 def _run_queue_wait(pid: int) -> dict[int, float]:
     """Per thread of ``pid``: seconds spent runnable but waiting for a CPU (schedstat)."""
     waits = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return waits
-    for tid in tids:
+    for tid in _threads(pid):
         try:
             waits[int(tid)] = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
         except (OSError, ValueError, IndexError):
@@ -108,19 +122,33 @@ def _run_queue_wait(pid: int) -> dict[int, float]:
 
 
 class ProcessWatch(threading.Thread):
-    """Samples, every 50 ms, the sandbox executors ``root`` started (pid -> last CPU reading, with
-    their reaped children; an executor is a direct child, and the children it forks per run share
-    its command line) and how long the threads of ``root`` and of the executors waited for a CPU."""
+    """Samples the process tree under ``root`` every 20 ms: whether any of its threads is running or
+    waiting for a CPU (state R) or for the disk (D) — else the run is idle, waiting on nothing but
+    time —, the sandbox executors' CPU (pid -> last reading, with their reaped children; an executor
+    is a direct child, and the children it forks per run share its command line), and how long the
+    threads waited for a CPU (every 0.5 s)."""
 
     def __init__(self, root: int) -> None:
         super().__init__(daemon=True)
         self.root = root
         self.cpu: dict[int, float] = {}
         self.cpu_wait: dict[int, float] = {}
+        self.samples = 0
+        self.idle_samples = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(0.05):
+        tick = 0
+        while not self.stop.wait(0.02):
+            tick += 1
+            tree, todo = [], [self.root]
+            while todo:
+                pid = todo.pop()
+                tree.append(pid)
+                todo += _children(pid)
+            if not any(state in "RD" for pid in tree for state in _states(pid)):
+                self.idle_samples += 1
+            self.samples += 1
             for pid in _children(self.root):
                 if pid not in self.cpu:
                     try:
@@ -131,8 +159,9 @@ class ProcessWatch(threading.Thread):
                 reading = _cpu_with_reaped_children(pid)
                 if reading is not None:
                     self.cpu[pid] = reading
-            for pid in (self.root, *self.cpu):
-                self.cpu_wait.update(_run_queue_wait(pid))
+            if tick % 25 == 0:
+                for pid in tree:
+                    self.cpu_wait.update(_run_queue_wait(pid))
 
 
 def _reap_all() -> None:
@@ -197,6 +226,8 @@ def run_workload(workload: Workload, count: int, concurrency: int, repo: Path) -
         print(f"  items/s                      {count / wall:8.1f}")
         print(f"  wall / CPU                   {wall / total:8.2f}")
         print(f"  waited for a CPU             {sum(watch.cpu_wait.values()):8.1f} s   (runnable, all threads summed: other load)")
+        if watch.samples:
+            print(f"  idle (no thread running, runnable or in disk I/O)  {100 * watch.idle_samples / watch.samples:5.1f} % of {watch.samples} samples")
         if gaps:
             print(f"  gaps between results         longest {max(gaps):.2f} s, {sum(g > 0.5 for g in gaps)} over 0.5 s")
 
