@@ -8,7 +8,9 @@ The configured limits are a ceiling; the provider's ``anthropic-ratelimit-*`` re
 tighten them: a lower ``-limit`` replaces the configured one, and a ``-remaining`` that cannot cover
 the next request holds every worker back until the header's ``-reset``. A 429 is the provider saying
 "slower" outright: ``hold`` keeps every worker's calls to that model back for its ``retry-after``
-(a rate limit is backpressure, so the circuit breaker never counts it).
+(a rate limit is backpressure, so the circuit breaker never counts it). A hold is not extended by
+the 429s that come back while it runs: those are calls sent before it began, and telling the fleet
+again would stall it for as long as random 429s keep coming.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ class Governor(Protocol):
         """Learn from a response's ``anthropic-ratelimit-*`` headers (any response, errors included)."""
 
     def hold(self, model: str, seconds: float) -> None:
-        """The provider answered 429: no worker sends ``model`` a call for ``seconds`` (a longer hold
-        already in place is kept)."""
+        """The provider answered 429: no worker sends ``model`` a call for ``seconds``, unless a hold is
+        running already (it is kept as it is)."""
 
 
 @dataclass(frozen=True)
@@ -222,20 +224,12 @@ def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float) -> f
 _OBSERVED_TTL_SECONDS = 120  # header news older than two windows says nothing about now
 
 
-# KEYS: the hold key. ARGV: until (epoch seconds), its time to live in ms. A shorter hold never
-# replaces a longer one.
-_HOLD = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
-return 1
-"""
 
 
 class _RedisObserved:
     def __init__(self, client: redis.Redis, key_prefix: str) -> None:
         self._redis = client
         self._prefix = key_prefix
-        self._hold = client.register_script(_HOLD)
 
     def _key(self, model: str) -> str:
         return f"{self._prefix}:governor-observed:{model}"
@@ -264,7 +258,8 @@ class _RedisObserved:
         return observed, float(held_until) if held_until is not None else 0.0
 
     def hold(self, model: str, until: float, seconds: float) -> None:
-        self._hold(keys=[self._hold_key(model)], args=[repr(until), max(1, math.ceil(seconds * 1000))])
+        # NX: a running hold is kept; the key expires with it.
+        self._redis.set(self._hold_key(model), repr(until), px=max(1, math.ceil(seconds * 1000)), nx=True)
 
     def put(self, model: str, observed: dict[str, _Observed]) -> None:
         mapping: dict[str, str] = {}
@@ -311,7 +306,8 @@ class _MemoryObserved:
 
     def hold(self, model: str, until: float, seconds: float) -> None:
         with self._lock:
-            self._held_until[model] = max(until, self._held_until.get(model, 0.0))
+            if self._held_until.get(model, 0.0) <= time.time():  # a running hold is kept
+                self._held_until[model] = until
 
     def put(self, model: str, observed: dict[str, _Observed]) -> None:
         with self._lock:

@@ -149,3 +149,19 @@ def test_headers_from_the_fake_reach_the_governor(client, fake, make_governor):
 def test_token_estimate_is_about_four_characters_per_token():
     assert estimate_tokens("") == 1
     assert estimate_tokens("x" * 4000) == 1001
+
+
+def test_a_429_holds_the_fleet_once_for_its_retry_after(make_governor):
+    first = make_governor({})
+    # Two workers sharing Redis; in process, the one governor every thread shares.
+    second = first if isinstance(first, InProcessGovernor) else make_governor({})
+    assert first.acquire(MODEL, 100) == 0.0
+    first.hold(MODEL, 0.6)
+    assert 0.4 < second.acquire(MODEL, 100) <= 0.6
+    assert make_governor({}).acquire("another-model", 100) == 0.0  # per model
+    time.sleep(0.3)
+    # A 429 that comes back while the hold runs was sent before it began: it does not extend it.
+    second.hold(MODEL, 0.6)
+    assert 0.1 < first.acquire(MODEL, 100) <= 0.35
+    time.sleep(0.35)
+    assert first.acquire(MODEL, 100) == 0.0 and second.acquire(MODEL, 100) == 0.0
