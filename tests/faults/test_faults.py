@@ -33,6 +33,7 @@ import httpx
 import psycopg
 import pytest
 
+from assay.settings import Settings
 from tests.conftest import TEST_DB, TEST_ENV, wait_for
 from tests.faults.conftest import (
     ApiServer,
@@ -115,7 +116,7 @@ def _env(scale: Scale, procs: Processes, redis: RedisServer, fake: Any, **extra:
     return stack_env(redis, fake.base_url, **extra)
 
 
-def _report(test: str, scale: Scale, **figures: Any) -> None:
+def _report(test: str, scale: Any, **figures: Any) -> None:
     """Print a run's figures (``-s`` shows them) and append them to ``ASSAY_FAULTS_REPORT`` if set."""
     line = {"test": test, "scale": "long" if scale.long else "short", "items": scale.items,
             "date": time.strftime("%Y-%m-%d %H:%M:%S"), **figures}
@@ -353,9 +354,10 @@ def _ride_out_provider_trouble(
     retry_after: float | None,
 ) -> dict[str, Any]:
     """Every judge call is answered ``kind`` (529 overloaded, 429 rate_limit with ``retry_after``) for
-    ``seconds`` mid-batch: the breaker opens, only its probes reach the provider while it is open, and
-    once the trouble ends the batch finishes with zero failed items and every item judged (answered)
-    exactly once. Returns the run's figures."""
+    ``seconds`` mid-batch, and once the trouble ends the batch finishes with zero failed items and every
+    item judged (answered) exactly once. A 529 outage opens the breaker, and only its probes reach the
+    provider while it is open; a 429 storm never opens it (a rate limit is backpressure): the rate
+    governor holds every call for the retry-after instead. Returns the run's figures."""
     db_url = TEST_ENV["ASSAY_DATABASE_URL"]
     cooldown = scale.breaker_cooldown
     env = _env(scale, procs, redis, fake, ASSAY_BREAKER_COOLDOWN_SECONDS=f"{cooldown:g}")
@@ -397,6 +399,15 @@ def _ride_out_provider_trouble(
     status = 529 if kind == "overloaded" else 429
     assert {c["status"] for c in failed} == {status}
 
+    if kind == "rate_limit":
+        assert retry_after is not None and not watch.opened_at, f"a 429 storm opened the breaker: {watch.opened_at}"
+        _assert_fleet_held(calls, retry_after, int(env["ASSAY_JUDGE_CONCURRENCY"]))
+        return {
+            "trouble_s": round(ended - began, 1), "status": status, "retry_after": retry_after,
+            "failed_calls": len(failed), "openings": 0, "wall_s": round(elapsed, 1),
+            "items_per_s": round(scale.items / elapsed, 2), "judge_calls": report["total"],
+            "reconciler_requeued": reconciler_requeued(procs),
+        }
     # The breaker opened during the trouble, and closed again after it.
     assert watch.opened_at, "the breaker never opened"
     opened = watch.opened_at[0]
@@ -408,14 +419,6 @@ def _ride_out_provider_trouble(
     assert len(during) <= math.ceil((ended - opened) / cooldown) + 1, [round(c["at"] - opened, 2) for c in during]
     for earlier, later in itertools.pairwise(during):
         assert later["at"] - earlier["at"] >= cooldown * 0.8, (earlier, later)
-    if retry_after is not None:
-        # No item was sent again sooner than the provider's retry-after asked.
-        last: dict[str, float] = {}
-        for call in calls:
-            key = call["item_key"]
-            if key in last:
-                assert call["at"] - last[key] >= retry_after, (key[:12], call["at"] - last[key])
-            last[key] = call["at"]
     return {
         "trouble_s": round(ended - began, 1), "status": status, "retry_after": retry_after, "cooldown_s": cooldown,
         "failed_calls": len(failed), "probes_while_open": len(during), "openings": len(watch.opened_at),
@@ -423,6 +426,23 @@ def _ride_out_provider_trouble(
         "items_per_s": round(scale.items / elapsed, 2), "judge_calls": report["total"],
         "reconciler_requeued": reconciler_requeued(procs),
     }
+
+
+def _assert_fleet_held(calls: list[dict[str, Any]], retry_after: float, in_flight: int) -> None:
+    """After every 429, the fleet sent no more calls until its retry-after had passed than it had in
+    flight when the 429 came back (at most ``in_flight``; without the hold, hundreds), and no item was
+    sent again sooner than that."""
+    arrivals = [c["at"] for c in calls]
+    for answered in (c for c in calls if c["status"] == 429):
+        early = [round(at - answered["at"], 3) for at in arrivals
+                 if answered["at"] < at < answered["at"] + retry_after - 0.1]
+        assert len(early) <= in_flight, f"calls sent during a 429's retry-after (s after it): {early}"
+    last: dict[str, float] = {}
+    for call in calls:
+        key = call["item_key"]
+        if key in last:
+            assert call["at"] - last[key] >= retry_after, (key[:12], call["at"] - last[key])
+        last[key] = call["at"]
 
 
 @pytest.mark.parametrize("scale", SCALES)
@@ -440,7 +460,8 @@ def test_provider_outage_529(
 def test_rate_limit_storm_429(
     scale: Scale, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
 ) -> None:
-    """The provider answers 429 with a retry-after to every call for ``storm_seconds``."""
+    """The provider answers 429 with a retry-after to every call for ``storm_seconds``: the breaker
+    stays closed and the fleet waits each retry-after out."""
     figures = _ride_out_provider_trouble(
         scale, fake_judge, procs, private_redis, kind="rate_limit", seconds=scale.storm_seconds,
         retry_after=scale.storm_retry_after,
@@ -563,3 +584,215 @@ def test_api_killed_mid_upload(
         "api_killed_mid_upload", scale, lines_sent_at_kill=sent["lines"], rows_written_then_rolled_back=written,
         rescored_items=n, wall_s=round(elapsed, 1), items_per_s=round(n / elapsed, 2),
     )
+
+
+# --- random 429s among answered calls -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RandomStorm:
+    items: int
+    share: float  # of judge calls answered 429
+    retry_after: float
+    latency: float
+    timeout: float
+    long: bool = False
+
+
+RANDOM_STORMS = [
+    pytest.param(
+        RandomStorm(items=300, share=0.3, retry_after=1.0, latency=0.05, timeout=240.0), id="short",
+        marks=pytest.mark.timeout(600),
+    ),
+    # The outside run's storm: 2,000 items, 30 % of calls 429 with retry-after 1 s, a 200 ms judge.
+    pytest.param(
+        RandomStorm(items=2000, share=0.3, retry_after=1.0, latency=0.2, timeout=1800.0, long=True),
+        id="long", marks=[pytest.mark.slow, pytest.mark.timeout(3600)],
+    ),
+]
+
+
+@pytest.mark.parametrize("storm", RANDOM_STORMS)
+def test_random_429s_never_open_the_breaker_and_the_batch_finishes(
+    storm: RandomStorm, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """30 % of judge calls answered 429 for the whole batch, with 16 calls in flight: with 429s counted
+    as failures, random runs of five kept opening the breaker and the batch crawled. A rate limit is
+    backpressure: the breaker never opens, the fleet waits each retry-after out, the batch finishes."""
+    db_url = TEST_ENV["ASSAY_DATABASE_URL"]
+    fake_judge.configure(latency=storm.latency, default_kind="rate_limit", default_retry_after=storm.retry_after,
+                         default_share=storm.share)
+    config = {"ASSAY_CONFIG_DIR": str(lifted_rate_limits(procs.root))} if storm.long else {}
+    env = stack_env(private_redis, fake_judge.base_url, ASSAY_JUDGE_CONCURRENCY="16", **config)
+    api = ApiServer(procs, env).start()
+    procs.beat(env)
+    procs.worker(env)
+    watch = BreakerWatch(private_redis, env, JUDGE_MODEL).start()
+    started = time.monotonic()
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(storm.items)))
+    assert wait_batch_finished(db_url, batch_id, timeout=storm.timeout) == ("completed", storm.items, storm.items)
+    elapsed = time.monotonic() - started
+    watch.stop()
+    assert_scored_exactly_once(db_url, batch_id, storm.items, COMPONENTS)
+    report = fake_judge.calls()
+    calls = sorted(report["calls"], key=lambda c: c["at"])
+    failed = [c for c in calls if c["status"] != 200]
+    assert len(report["answered"]) == storm.items and set(report["answered"].values()) == {1}
+    assert failed and {c["status"] for c in failed} == {429} and report["total"] == storm.items + len(failed)
+    assert not watch.opened_at, f"random 429s opened the breaker {len(watch.opened_at)} time(s)"
+    _assert_fleet_held(calls, storm.retry_after, 16)
+    _report(
+        "random_429s", storm, share=storm.share,
+        retry_after=storm.retry_after, latency_s=storm.latency, wall_s=round(elapsed, 1),
+        items_per_s=round(storm.items / elapsed, 2), judge_calls=report["total"], answered_429=len(failed),
+        openings=len(watch.opened_at),
+    )
+
+
+# --- recovery with the default settings: a killed judge worker, Redis restarted empty -----------------------------
+
+# The production defaults of everything that decides how soon lost work is taken up again (the test
+# environment shortens some): leases (renewed by a live worker's heartbeat), the reconciler's period, when
+# a queued component counts as lost, the broker's visibility timeout.
+DEFAULT_RECOVERY_ENV = {
+    f"ASSAY_{name.upper()}": str(Settings.model_fields[name].default)
+    for name in (
+        "judge_lease_seconds", "metrics_lease_seconds", "reconcile_interval_seconds", "requeue_after_seconds",
+        "visibility_timeout_seconds",
+    )
+}
+# What "about a minute" means here: a lease (60 s) that a dead worker no longer renews, one reconciler
+# period (30 s) to notice it ran out, and some slack.
+RESUME_WITHIN_S = 105.0
+RECONCILE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Recovery:
+    items: int
+    latency: float  # of the fake judge
+    timeout: float
+    # Queues shallow enough that the planner is still at work when Redis restarts.
+    max_queue_depth: int
+    plan_chunk_size: int
+    long: bool = False
+
+
+RECOVERIES = [
+    pytest.param(
+        Recovery(items=200, latency=0.05, timeout=300.0, max_queue_depth=20, plan_chunk_size=10), id="short",
+        marks=pytest.mark.timeout(600),
+    ),
+    # The outside run's batch: 2,000 items with unique prompts, a 200 ms judge.
+    pytest.param(
+        Recovery(items=2000, latency=0.2, timeout=3000.0, max_queue_depth=1000, plan_chunk_size=200, long=True),
+        id="long", marks=[pytest.mark.slow, pytest.mark.timeout(3600)],
+    ),
+]
+
+
+def _in_progress_judgments(db_url: str, batch_id: str) -> list[str]:
+    with psycopg.connect(plain_pg_url(db_url)) as conn:
+        return [
+            str(score_id)
+            for (score_id,) in conn.execute(
+                "SELECT c.score_id FROM score_components c JOIN scores s ON s.id = c.score_id "
+                "WHERE s.batch_id = %s AND c.component = 'llm_grading' AND c.status = 'in_progress'",
+                (batch_id,),
+            ).fetchall()
+        ]
+
+
+def _landed_judgments(db_url: str, score_ids: list[str]) -> int:
+    with psycopg.connect(plain_pg_url(db_url)) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM score_components WHERE component = 'llm_grading' AND status = 'ok' "
+            "AND score_id = ANY(%s::uuid[])",
+            (score_ids,),
+        ).fetchone()[0]
+
+
+@pytest.mark.parametrize("run", RECOVERIES)
+def test_killed_judge_workers_claims_resume_within_about_a_lease(
+    run: Recovery, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """With the default settings, a judge worker is SIGKILLed with calls in flight and a new one starts:
+    the components the dead one had claimed are judged again within about a lease (their leases, no
+    longer renewed, run out; the reconciler re-sends them), not after the 900 s leases of old."""
+    db_url = TEST_ENV["ASSAY_DATABASE_URL"]
+    fake_judge.configure(latency=run.latency)
+    config = {"ASSAY_CONFIG_DIR": str(lifted_rate_limits(procs.root))} if run.long else {}
+    env = _stack_defaults(private_redis, fake_judge, **config)
+    api = ApiServer(procs, env).start()
+    procs.beat(env)
+    procs.worker(env, queues="metrics,control")
+    judge = procs.worker(env, queues="judge")
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(run.items)))
+    _wait_judged(db_url, batch_id, run.items // 3, run.timeout)
+    with judge_calls_in_flight(fake_judge, latency=2.0, fast_latency=run.latency, timeout=60):
+        judge.kill()
+        killed = time.monotonic()
+    claimed = _in_progress_judgments(db_url, batch_id)  # only the dead worker had claimed any
+    assert claimed, "the kill was meant to catch claimed judgments"
+    procs.worker(env, queues="judge")
+    resumed = wait_for(
+        lambda: _landed_judgments(db_url, claimed) == len(claimed) and time.monotonic() - killed,
+        timeout=RESUME_WITHIN_S + 30, interval=0.5, message="the dead worker's claims to be judged",
+    )
+    assert resumed <= RESUME_WITHIN_S, f"the dead worker's claims were judged {resumed:.0f} s after the kill"
+    assert wait_batch_finished(db_url, batch_id, timeout=run.timeout) == ("completed", run.items, run.items)
+    finished = time.monotonic() - killed
+    assert_scored_exactly_once(db_url, batch_id, run.items, COMPONENTS)
+    _report(
+        "killed_judge_worker_default_settings", run, claimed_at_kill=len(claimed),
+        claims_landed_after_kill_s=round(resumed, 1), kill_to_completion_s=round(finished, 1),
+        judge_calls=fake_judge.calls()["total"], reconciler_requeued=reconciler_requeued(procs),
+    )
+
+
+@pytest.mark.parametrize("run", RECOVERIES)
+def test_redis_restarted_empty_with_the_default_settings(
+    run: Recovery, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
+) -> None:
+    """With the default settings, Redis (broker, breaker and governor store) restarts empty while the
+    planner is still pacing the batch into shallow queues: the planner rides out the broker error, and
+    the reconciler, finding the broker's marker gone, re-sends all pending work at its next pass instead
+    of once it looks stale. Nothing is judged twice."""
+    db_url = TEST_ENV["ASSAY_DATABASE_URL"]
+    fake_judge.configure(latency=run.latency)
+    config = {"ASSAY_CONFIG_DIR": str(lifted_rate_limits(procs.root))} if run.long else {}
+    # Shallow queues keep the planner at work for the whole batch (it re-sends itself every 2 s).
+    env = _stack_defaults(
+        private_redis, fake_judge, ASSAY_MAX_QUEUE_DEPTH=str(run.max_queue_depth),
+        ASSAY_PLAN_CHUNK_SIZE=str(run.plan_chunk_size), **config,
+    )
+    api = ApiServer(procs, env).start()
+    beat = procs.beat(env)
+    worker = procs.worker(env)
+    with api.client(timeout=300) as http:
+        batch_id = submit(http, jsonl(kql_items(run.items)))
+    _wait_judged(db_url, batch_id, run.items // 3, run.timeout)
+    with judge_calls_in_flight(fake_judge, latency=1.0, fast_latency=run.latency, timeout=60):
+        restarted = time.monotonic()
+        private_redis.restart_empty(down_seconds=3.0)
+    assert scores_landed(db_url, batch_id) < run.items, "the batch finished before the restart: make it bigger"
+    with psycopg.connect(plain_pg_url(db_url)) as conn:
+        status = conn.execute("SELECT status FROM batches WHERE id = %s", (batch_id,)).fetchone()[0]
+    assert status == "planning", "the restart was meant to strike while the planner was at work"
+    assert wait_batch_finished(db_url, batch_id, timeout=run.timeout) == ("completed", run.items, run.items)
+    finished = time.monotonic() - restarted
+    assert worker.alive() and beat.alive()
+    assert_scored_exactly_once(db_url, batch_id, run.items, COMPONENTS)
+    _assert_judged_once(fake_judge, run.items)
+    if not run.long:  # the rest of a 200-item batch takes seconds: recovery is what is left
+        assert finished <= RECONCILE_S + 60, f"the batch finished {finished:.0f} s after the restart"
+    _report(
+        "redis_restarted_empty_default_settings", run, restart_to_completion_s=round(finished, 1),
+        judge_calls=fake_judge.calls()["total"], reconciler_requeued=reconciler_requeued(procs),
+    )
+
+
+def _stack_defaults(redis: RedisServer, fake: Any, **extra: str) -> dict[str, str]:
+    return stack_env(redis, fake.base_url, **{**DEFAULT_RECOVERY_ENV, **extra})
