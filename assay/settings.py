@@ -89,7 +89,9 @@ class Settings(BaseSettings):
         30, description="How often beat runs the reconciler (which re-sends the work of expired leases)."
     )
     requeue_after_seconds: int = Field(
-        900, description="A pending component enqueued longer ago than this is assumed lost and re-enqueued."
+        120,
+        description="A pending component enqueued longer ago than this, in a queue with no messages waiting,"
+        " is assumed lost and re-enqueued (its message was lost, or held by a worker that died).",
     )
     judge_concurrency: int = Field(
         16,
