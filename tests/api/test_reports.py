@@ -21,7 +21,7 @@ DESIGN_000 = [
     "Total Score", "Score Status", "Schema Match Score", "Semantic Similarity Score",
     "Results Match Score", "LLM Grading Score", "LLM Reasoning",
 ]
-KQL_COLUMNS = DESIGN_000 + ["Prompt", "Generated Query", "Expected Query", "Execution Error",
+KQL_COLUMNS = DESIGN_000 + ["Prompt", "Generated Query", "Expected Query", "Execution Error", "Pass Blocker",
                             "Position", "External ID", "Item ID", "Score ID"]
 HOSTILE_PROMPT = '=HYPERLINK("http://127.0.0.1/x","click")'
 

@@ -97,7 +97,9 @@ def test_dataset_items_are_scored_offline(api_client, storm, judged_worker, fake
     gap = results["storm-engine-gap"]
     assert scores(gap)["schema_match"] == "skipped" and scores(gap)["results_match"] == "skipped"
     assert "cannot be executed offline" in gap["components"]["results_match"]["reason"]
-    assert gap["partial"] is True and gap["error_message"] is None  # an engine gap never blocks
+    # An engine gap is not the query's fault, but nothing was compared: no pass without evidence.
+    assert gap["partial"] is True and gap["passed"] is False
+    assert gap["error_message"].startswith("results_match: no execution evidence: the generated query cannot be executed offline")
     fallback = results["storm-engine-gap-with-results"]
     assert scores(fallback)["results_match"] == 1.0
     assert fallback["components"]["results_match"]["details"]["source"] == "supplied"

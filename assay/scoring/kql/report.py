@@ -13,6 +13,8 @@ Design 000's fields, in its order:
 Then ``Prompt``, ``Generated Query``, ``Expected Query`` and ``Execution Error``: the error the item
 reports for its generated query, else the one its offline run found (or the parser's, when the
 generated query does not parse); an expected query that failed is reported as ``expected query: ...``.
+Last, ``Pass Blocker``: why a finished item cannot pass whatever its total (no execution evidence,
+results that differ under ``kql_strict``, a generated query that did not execute), else empty.
 
 Live results (:func:`kql_live_lines`), as design 000's batch view shows each query::
 
@@ -25,7 +27,8 @@ The second line is ``Query failed: <error>`` when the generated query did not ex
 parse), and ``Query not executed offline: <reason>`` when no results were compared (an engine gap
 with nothing supplied to fall back on, or an item with neither results nor a dataset). ``results``
 is the number of rows the generated query returned (offline, or supplied in the item). The score
-reads ``FAIL <90%`` below the threshold, and ``(partial)`` follows when a skipped component's weight
+reads ``FAIL <90%`` below the threshold, ``FAIL: <blocker>`` when the total reaches it but a pass
+blocker stops the item (``FAIL <90%; <blocker>`` when both), and ``(partial)`` follows when a skipped component's weight
 was spread over the others (the judge was skipped, say). A component without a score shows its
 status (``skipped``, ``failed``). A score that failed shows ``Query: ...`` then ``ERROR: <message>``.
 """
@@ -56,10 +59,12 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "Generated Query",
     "Expected Query",
     "Execution Error",
+    "Pass Blocker",
 )
 
 _DID_NOT_EXECUTE = "generated query did not execute"
 _DOES_NOT_PARSE = "the generated query does not parse"
+_EXPECTED_OFFLINE = "the expected query cannot be executed offline"
 
 # Live-line label -> the component it shows, in design 000's order.
 LIVE_LABELS: dict[str, str] = {
@@ -97,7 +102,13 @@ def kql_report_row(
     row["Generated Query"] = payload.get("generated_kql")
     row["Expected Query"] = payload.get("expected_kql")
     row["Execution Error"] = _execution_error(payload, by_name, names)
+    row["Pass Blocker"] = _blocker(score)
     return {column: row[column] for column in REPORT_COLUMNS}
+
+
+def _blocker(score: Score) -> str | None:
+    """A completed score that did not pass carries its pass blockers as its message."""
+    return score.error_message if score.status == "completed" and not score.passed and score.error_message else None
 
 
 def _status(score: Score) -> str:
@@ -129,8 +140,11 @@ def _execution_error(payload: Mapping[str, Any], by_name: Mapping[str, Any], nam
         return f"expected query: {payload['expected_error']}"
     for column in ("Schema Match Score", "Results Match Score"):
         comp = by_name.get(names[column])
-        if comp is not None and comp.status == "failed" and (comp.reason or "").startswith("the expected query did not execute"):
-            return f"expected query: {comp.reason.split(': ', 1)[-1]}"
+        reason = (comp.reason or "") if comp is not None else ""
+        if comp is not None and comp.status == "failed" and reason.startswith("the expected query did not execute"):
+            return f"expected query: {reason.split(': ', 1)[-1]}"
+        if comp is not None and comp.status == "skipped" and reason.startswith(_EXPECTED_OFFLINE):
+            return f"expected query: {reason.removeprefix('the expected query ')}"
     return None
 
 
@@ -151,6 +165,8 @@ def kql_live_lines(score: Score, threshold: float) -> list[str]:
         verdict = f"PASS ≥{_percent_threshold(threshold)}"
     elif score.total < threshold - 1e-12:
         verdict = f"FAIL <{_percent_threshold(threshold)}"
+        if score.error_message:  # a pass blocker as well
+            verdict += f"; {_one_line(score.error_message)}"
     else:  # the total reached the threshold, but the pass rule blocked the item
         verdict = f"FAIL: {_one_line(score.error_message or 'blocked by the pass rule')}"
     partial = " (partial)" if score.partial else ""

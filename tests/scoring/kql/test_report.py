@@ -56,6 +56,7 @@ def test_columns_are_the_design_fields_then_the_item() -> None:
         "Generated Query",
         "Expected Query",
         "Execution Error",
+        "Pass Blocker",
     )
 
 
@@ -74,7 +75,27 @@ def test_a_passing_score() -> None:
         "Generated Query": "Traces | count",
         "Expected Query": "Traces | summarize count() by level",
         "Execution Error": None,
+        "Pass Blocker": None,
     }
+
+
+def test_a_blocked_score_names_its_blocker_and_keeps_its_total() -> None:
+    """Issue 19: Score Status stays PASS / FAIL; the blocker is named beside it."""
+    blocker = "results_match: no execution evidence: the item has no expected results to compare with"
+    score = stored(passed=False, total=0.95)
+    score.error_message = blocker
+    row = kql_report_row(score)
+    assert (row["Total Score"], row["Score Status"], row["Pass Blocker"]) == (0.95, "FAIL", blocker)
+    score.total = 0.7
+    assert kql_live_lines(score, 0.9)[2] == f"Score: 70.0% (FAIL <90%; {blocker})"
+
+
+def test_an_expected_query_that_cannot_execute_offline_is_reported_as_such() -> None:
+    reason = "the expected query cannot be executed offline (Binder Error: x), and the item supplies no expected results to fall back on"
+    score = stored(passed=False, comps=[component("results_match", "skipped", reason=reason)])
+    assert kql_report_row(score)["Execution Error"] == (
+        "expected query: cannot be executed offline (Binder Error: x), and the item supplies no expected results to fall back on"
+    )
 
 
 def test_status_fail_pending_and_failed_scores() -> None:
@@ -193,7 +214,7 @@ def test_live_lines_when_the_query_did_not_execute() -> None:
     )
     lines = kql_live_lines(score, 0.9)
     assert lines[1] == f"Query failed: {error}"
-    assert lines[2] == "Score: 20.0% (FAIL <90%)"
+    assert lines[2] == f"Score: 20.0% (FAIL <90%; generated query did not execute: {error})"
     assert lines[3] == "Schema: 0% | Semantic: 70% | Results: 0% | LLM: failed"
     reported = finished(0.0, False, [component("results_match", score=0.0)], payload={**PAYLOAD, "generated_error": "Semantic error"})
     assert kql_live_lines(reported, 0.9)[1] == "Query failed: Semantic error"
