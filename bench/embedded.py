@@ -227,7 +227,8 @@ def run_workload(workload: Workload, count: int, concurrency: int, repo: Path) -
         print(f"  wall / CPU                   {wall / total:8.2f}")
         print(f"  waited for a CPU             {sum(watch.cpu_wait.values()):8.1f} s   (runnable, all threads summed: other load)")
         if watch.samples:
-            print(f"  idle (no thread running, runnable or in disk I/O)  {100 * watch.idle_samples / watch.samples:5.1f} % of {watch.samples} samples")
+            idle = watch.idle_samples / watch.samples
+            print(f"  idle (no thread running, runnable or in disk I/O) {idle * wall:6.1f} s   ({100 * idle:.1f} % of {watch.samples} samples)")
         if gaps:
             print(f"  gaps between results         longest {max(gaps):.2f} s, {sum(g > 0.5 for g in gaps)} over 0.5 s")
 
