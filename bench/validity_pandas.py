@@ -101,7 +101,7 @@ def report(verbose: bool = False) -> bool:
     separated = lowest > highest
     met &= separated
     print(f"classes with a truth: lowest correct {lowest:.3f} {'>' if separated else '<='} highest wrong {highest:.3f}")
-    print(f"no_truth: nothing may pass (correctness cannot be established)")
+    print("no_truth: nothing may pass (correctness cannot be established)")
     print(f"goals {'met' if met else 'NOT met'}")
     return met
 

@@ -5,7 +5,7 @@ An item is a question, the data it is about, the generated code, and optionally 
 and/or the expected result and the model's recovery attempts. The code the model ended with (its
 last recovery attempt, else the generated code) is what correctness, quality, performance,
 understanding and coverage score; an item with neither reference code nor an expected result
-cannot pass (its correctness cannot be established). The data is either a registered
+cannot pass: its correctness component is skipped and names that as a pass blocker. The data is either a registered
 dataset (``dataset``: content hash or name, resolved at ingest; CSV / Parquet / JSON tables) or
 inline ``frames`` (table name -> list of records). The code sees every table under its name,
 ``dfs`` (name -> frame) and, when there is a single table, ``df``; plus ``pd`` and ``np``. Its
@@ -195,7 +195,7 @@ def _weights(name: str, values: tuple[float, ...]) -> tuple[float, ...]:
     return values
 
 
-@metric("pandas.prompt_understanding", version=1, kinds=(KIND_NAME,))
+@metric("pandas.prompt_understanding", version=2, kinds=(KIND_NAME,))
 def prompt_understanding(column_extraction: float = 0.4, nl_parsing: float = 0.3, statistical: float = 0.3) -> Any:
     weights = _weights("pandas.prompt_understanding", (column_extraction, nl_parsing, statistical))
 
@@ -205,7 +205,7 @@ def prompt_understanding(column_extraction: float = 0.4, nl_parsing: float = 0.3
     return score
 
 
-@metric("pandas.requirement_coverage", version=1, kinds=(KIND_NAME,))
+@metric("pandas.requirement_coverage", version=2, kinds=(KIND_NAME,))
 def requirement_coverage(filters: float = 0.3, groupby: float = 0.3, sorting: float = 0.2, joins: float = 0.2) -> Any:
     weights = _weights("pandas.requirement_coverage", (filters, groupby, sorting, joins))
 
@@ -215,7 +215,7 @@ def requirement_coverage(filters: float = 0.3, groupby: float = 0.3, sorting: fl
     return score
 
 
-@metric("pandas.error_recovery", version=1, kinds=(KIND_NAME,))
+@metric("pandas.error_recovery", version=2, kinds=(KIND_NAME,))
 def error_recovery(max_attempts: int = 2, success_rate: float = 0.5, fix_quality: float = 0.3, attempts_made: float = 0.2) -> Any:
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= MAX_RECOVERY_ATTEMPTS:
         raise CriteriaError(f"pandas.error_recovery: max_attempts must be an integer in 1..{MAX_RECOVERY_ATTEMPTS}")
@@ -227,7 +227,7 @@ def error_recovery(max_attempts: int = 2, success_rate: float = 0.5, fix_quality
     return score
 
 
-@metric("pandas.correctness", version=1, kinds=(KIND_NAME,))
+@metric("pandas.correctness", version=2, kinds=(KIND_NAME,))
 def correctness(rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Any:
     if not (0 <= rel_tol < 1 and 0 <= abs_tol):
         raise CriteriaError("pandas.correctness: rel_tol must be in [0, 1) and abs_tol non-negative")
@@ -239,7 +239,7 @@ def correctness(rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Any:
     return score
 
 
-@metric("pandas.code_quality", version=1, kinds=(KIND_NAME,))
+@metric("pandas.code_quality", version=2, kinds=(KIND_NAME,))
 def code_quality() -> Any:
     def score(item: PandasItem, ctx: MetricContext) -> ComponentResult:
         return m.code_quality(item, ctx)
@@ -247,7 +247,7 @@ def code_quality() -> Any:
     return score
 
 
-@metric("pandas.performance", version=1, kinds=(KIND_NAME,))
+@metric("pandas.performance", version=2, kinds=(KIND_NAME,))
 def performance(time_weight: float = 0.7, time_floor_ms: float = 50.0, memory_floor_mb: float = 32.0) -> Any:
     if not 0 <= time_weight <= 1 or time_floor_ms < 0 or memory_floor_mb < 0:
         raise CriteriaError("pandas.performance: time_weight in [0, 1], floors non-negative")
@@ -297,20 +297,10 @@ def _verdict_score(verdict: PandasCodeReview) -> tuple[float, dict[str, Any]]:
     return verdict.score, {"reasoning": verdict.reasoning, "issues": verdict.issues}
 
 
-def _pass_blockers(item: PandasItem) -> list[str]:
-    """Invariant 7: correctness needs a truth to compare with. Without reference code or an expected
-    result the item cannot pass, whatever its total (which still shows what was measured). When the
-    sandbox is unavailable, the correctness component fails, and so does the score."""
-    if item.reference_code is None and not item.expected_result_given:
-        return ["correctness could not be established: the item has neither reference code nor an expected result"]
-    return []
-
-
 KIND = Kind(
     name=KIND_NAME,
     item_model=PandasItem,
     judge_inputs=_judge_inputs,  # type: ignore[arg-type]
     verdict_score=_verdict_score,  # type: ignore[arg-type]
-    pass_blockers=_pass_blockers,  # type: ignore[arg-type]
     report_row=pandas_report_row,
 )

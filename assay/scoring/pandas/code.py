@@ -7,6 +7,15 @@ method or function (``groupby('a')``, ``sort_values(by=...)``, ``merge(on=...)``
 which is parsed as code. Attribute access (``df.a``) counts when ``a`` is a column of the dataset.
 A name bound once to a string or a list of strings (``col = 'a'; df[col]``) is resolved.
 
+Columns have a lineage, so that equivalent spellings read as the same operation on the same
+column: a derived column stands for the columns it is made from (``assign(year=df['hire_date']
+.str[:4])``, ``df['year'] = ...``, ``rename(columns={'a': 'b'})``, ``agg(n=('id', 'size'))``), and
+a variable for the column its value is of (``country = customers.set_index('id')['country']``;
+``groupby(country)`` groups by ``country``). Conditions are operations on columns whatever their
+spelling: a boolean mask, ``query()``, ``loc[]``, ``where``, ``isin``/``between``/``str.contains``,
+or a comparison summed (``(df.x > 1).sum()``) are all a filter on ``x``. ``isin`` of another
+table's column is a semi-join, like a ``merge``.
+
 Only code that can reach the answer counts: the statements the ``result`` variable (or, without
 one, the final expression) depends on, found by a backward slice over assignments, in-place
 mutations (``df['x'] = ...``, ``inplace=True``, ``rows.append(...)``) and the conditions and loops
@@ -17,6 +26,7 @@ away before ``result = 0``, is dead and counts for nothing.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -32,8 +42,9 @@ PREDICATE_CALLS = {
 }
 FILTER_CALLS = {"query", "where", "mask", "filter", "loc", "dropna", "isin", "between", "drop_duplicates"}
 AGG_CALLS = {"agg", "aggregate", "transform", "apply", "pivot_table", "resample", "rolling", "expanding", "crosstab"}
-SORT_CALLS = {"sort_values", "sort_index", "nlargest", "nsmallest", "rank", "argsort", "sorted", "value_counts"}
+SORT_CALLS = {"sort_values", "sort_index", "nlargest", "nsmallest", "rank", "argsort", "sorted", "value_counts", "categories"}
 EXTREME_CALLS = {"idxmax", "idxmin", "max", "min", "argmax", "argmin"}
+LABEL_CALLS = {"idxmax", "idxmin", "argmax", "argmin"}  # loc[df.x.idxmax()]: a label looked up, not a filter
 JOIN_CALLS = {"merge", "join", "concat", "combine_first", "merge_asof", "merge_ordered"}
 MUTATING_METHODS = {"append", "extend", "insert", "update", "pop", "remove", "clear", "add", "discard", "setdefault", "sort", "reverse", "__setitem__"}
 MODULE_NAMES = {"pd", "np", "pandas", "numpy", "math", "re", "datetime", "dt", "statistics", "collections", "itertools", "functools"}
@@ -54,6 +65,8 @@ class CodeFacts:
     limits: list[tuple[str, int]] = field(default_factory=list)  # ("head"|"tail"|"nlargest"|"nsmallest"|"slice", n)
     joins: set[str] = field(default_factory=set)
     join_keys: list[str] = field(default_factory=list)
+    filter_columns: list[str] = field(default_factory=list)  # columns rows are selected on (a condition's columns)
+    count_only_columns: list[str] = field(default_factory=list)  # read only to count rows: df['id'].count()
     statements: int = 0
     relevant_statements: int = 0
     dead_lines: list[int] = field(default_factory=list)
@@ -202,6 +215,67 @@ class _Reader:
         self._groupby: dict[str, None] = {}
         self._join_keys: dict[str, None] = {}
         self._index_keys: dict[str, None] = {}  # set_index() columns: the keys of index joins
+        self._filter_columns: dict[str, None] = {}
+        self._uses: Counter[str] = Counter()
+        self._count_uses: Counter[str] = Counter()
+        self.derived: dict[str, set[str]] = {}  # a derived column -> the dataset columns it is made from
+        self.name_columns: dict[str, list[str]] = {}  # a variable -> the column its value is of
+        self.name_frames: dict[str, set[str]] = {}  # a variable -> the tables its value comes from
+
+    # lineage ----------------------------------------------------------------------------------
+
+    def learn(self, node: ast.AST) -> None:
+        """Record what ``node`` (a relevant statement) derives, before facts are read."""
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.name_columns[target.id] = _trailing_columns(node.value, self)
+                    self.name_frames[target.id] = self._frames_of(node.value)
+                elif isinstance(target, ast.Subscript):
+                    for name in self._strings(target.slice):
+                        if name not in self.columns:
+                            self.derived.setdefault(name, set()).update(self._column_refs(node.value))
+        for sub in ast.walk(node):
+            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)):
+                continue
+            if sub.func.attr == "assign":
+                for keyword in sub.keywords:
+                    if keyword.arg and keyword.arg not in self.columns:
+                        self.derived.setdefault(keyword.arg, set()).update(self._column_refs(keyword.value))
+            elif sub.func.attr in ("agg", "aggregate"):
+                for keyword in sub.keywords:
+                    if keyword.arg and keyword.arg not in self.columns:
+                        sources = [s for s in self._strings(keyword.value) if s in self.columns]
+                        self.derived.setdefault(keyword.arg, set()).update(sources)
+            elif sub.func.attr == "rename":
+                for keyword in sub.keywords:
+                    if keyword.arg == "columns" and isinstance(keyword.value, ast.Dict):
+                        for old, new in zip(keyword.value.keys, keyword.value.values):
+                            olds = [s for s in self._strings(old) if s in self.columns] if old is not None else []
+                            for name in self._strings(new):
+                                if name not in self.columns:
+                                    self.derived.setdefault(name, set()).update(olds)
+
+    def _frames_of(self, node: ast.AST) -> set[str]:
+        found: set[str] = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                if sub.id in self.frames and sub.id != "dfs":
+                    found.add(sub.id)
+                found |= self.name_frames.get(sub.id, set())
+            elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id == "dfs":
+                found |= {s for s in self._strings(sub.slice) if s in self.frames}
+        return found
+
+    def _resolve(self, names: Iterator[str] | list[str]) -> list[str]:
+        """Dataset columns that ``names`` stand for (a derived column stands for its sources)."""
+        out: list[str] = []
+        for name in names:
+            if name in self.columns:
+                out.append(name)
+            else:
+                out += sorted(self.derived.get(name, ()))
+        return out
 
     # strings in column positions -------------------------------------------------------------
 
@@ -232,13 +306,15 @@ class _Reader:
     def _column_refs(self, node: ast.AST | None) -> list[str]:
         """Dataset columns that ``node`` names: strings in column positions, attribute access,
         subscripts."""
-        found: list[str] = [s for s in self._strings(node) if s in self.columns]
+        found: list[str] = self._resolve(list(self._strings(node)))
         if node is not None:
             for sub in ast.walk(node):
-                if isinstance(sub, ast.Attribute) and sub.attr in self.columns and not self._is_module(sub.value):
-                    found.append(sub.attr)
+                if isinstance(sub, ast.Attribute) and not self._is_module(sub.value):
+                    found += self._resolve([sub.attr])
                 elif isinstance(sub, ast.Subscript):
-                    found += [s for s in self._strings(_subscript_key(sub)) if s in self.columns]
+                    found += self._resolve(list(self._strings(_subscript_key(sub))))
+                elif isinstance(sub, ast.Name) and sub.id in self.name_columns:
+                    found += self.name_columns[sub.id]
         return found
 
     def _is_module(self, node: ast.AST) -> bool:
@@ -247,6 +323,11 @@ class _Reader:
     def _add_columns(self, names: list[str]) -> None:
         for name in names:
             self._columns.setdefault(name, None)
+            self._uses[name] += 1
+
+    def _add_filter(self, names: list[str]) -> None:
+        for name in names:
+            self._filter_columns.setdefault(name, None)
 
     def _touches_data(self, node: ast.AST) -> bool:
         for sub in ast.walk(node):
@@ -276,14 +357,19 @@ class _Reader:
             elif isinstance(sub, ast.Attribute):
                 if sub.attr in self.columns and not self._is_module(sub.value):
                     self._add_columns([sub.attr])
-                if sub.attr in ("shape", "size", "T", "index", "values", "empty"):
+                if sub.attr in ("shape", "size", "T", "index", "values", "empty", "categories"):
                     self.facts.operations.add(sub.attr)
+                if sub.attr == "categories":
+                    self.facts.sort_calls.add("categories")  # an inferred categorical's categories are sorted
                 if sub.attr in ("loc", "iloc", "at", "iat"):
                     pass
             elif isinstance(sub, ast.Call):
                 self._call(sub)
             elif isinstance(sub, ast.Compare) and self._touches_data(sub):
                 self.facts.conditions += len(sub.ops)
+                self._add_filter(self._column_refs(sub))
+            elif isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Div) and self._touches_data(sub):
+                self.facts.operations.add("divide")  # a share: a count or sum divided by another
 
     def _subscript(self, node: ast.Subscript) -> None:
         key = _subscript_key(node)
@@ -294,16 +380,23 @@ class _Reader:
             if isinstance(mask, ast.Name) and mask.id in self.constants:
                 pass
             elif not isinstance(mask, ast.Name) or mask.id not in self.frames:
-                if not (isinstance(mask, ast.Call) and isinstance(mask.func, ast.Name) and mask.func.id in ("slice", "range", "list")):
+                if not (isinstance(mask, ast.Call) and isinstance(mask.func, ast.Name) and mask.func.id in ("slice", "range", "list")) \
+                        and not (isinstance(mask, ast.Call) and isinstance(mask.func, ast.Attribute) and mask.func.attr in LABEL_CALLS):
                     self.facts.filters = True
         if isinstance(node.value, ast.Attribute) and node.value.attr == "iloc":
             n = _slice_limit(key)
             if n is not None:
                 self.facts.limits.append(("slice", n))
+        elif isinstance(node.value, ast.Attribute) and node.value.attr == "str":
+            pass  # df['x'].str[:4]: characters, not rows
         elif isinstance(key, ast.Slice):
             n = _slice_limit(key)
             if n is not None:
                 self.facts.limits.append(("slice", n))
+        elif isinstance(key, ast.Constant) and key.value == 0 and not isinstance(key.value, bool):
+            self.facts.limits.append(("slice", 1))  # ....index[0]: the first
+        elif isinstance(key, ast.UnaryOp) and isinstance(key.op, ast.USub) and isinstance(key.operand, ast.Constant) and key.operand.value == 1:
+            self.facts.limits.append(("tail", 1))  # ...[-1]: the last
 
     def _call(self, node: ast.Call) -> None:
         func = node.func
@@ -334,6 +427,23 @@ class _Reader:
         if name in PREDICATE_CALLS and is_method and not on_string:
             self.facts.conditions += 1
             self.facts.filters = True
+            subject = _trailing_columns(func.value, self)  # type: ignore[union-attr]
+            subset = [c for k in node.keywords if k.arg == "subset" for c in self._resolve(list(self._strings(k.value)))]
+            self._add_filter(subject + subset)
+            if name == "isin" and node.args and self._frames_of(node.args[0]) - self._frames_of(func.value):  # type: ignore[union-attr]
+                self.facts.joins.add("isin")  # a semi-join: rows whose key is in another table
+                for column in subject + _trailing_columns(node.args[0], self):
+                    self._join_keys.setdefault(column, None)
+        if name in ("count", "size") and is_method and isinstance(func.value, ast.Subscript):  # type: ignore[union-attr]
+            for column in self._strings(func.value.slice):  # type: ignore[union-attr]
+                self._count_uses[column] += 1
+        if name in ("agg", "aggregate") and is_method:
+            for value in [*node.args, *(k.value for k in node.keywords)]:
+                for column, function in _named_aggregations(value):
+                    if function in ("count", "size"):
+                        self._count_uses[column] += 1
+        if name == "value_counts" and any(k.arg == "normalize" and not _is_false(k.value) for k in node.keywords):
+            ops.add("divide")
         if name in ("query", "where", "mask", "filter", "dropna"):
             self.facts.filters = True
         if name == "groupby" and is_method:
@@ -410,8 +520,10 @@ class _Reader:
         for sub in ast.walk(tree):
             if isinstance(sub, ast.Name):
                 column = names.get(sub.id, sub.id)
+                resolved = self._resolve([column])
                 if column in self.columns:
                     self._add_columns([column])
+                self._add_filter(resolved)
             elif isinstance(sub, ast.Compare):
                 self.facts.conditions += len(sub.ops)
             elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in PREDICATE_CALLS:
@@ -425,6 +537,8 @@ class _Reader:
             for column in self._index_keys:
                 self._join_keys.setdefault(column, None)
         self.facts.join_keys = list(self._join_keys)
+        self.facts.filter_columns = list(self._filter_columns)
+        self.facts.count_only_columns = [c for c in self._columns if self._uses[c] <= self._count_uses[c]]
         if self.facts.columns:
             self.facts.uses_data = True
         return self.facts
@@ -488,20 +602,38 @@ def _agg_functions(node: ast.AST) -> Iterator[str]:
                 yield from _agg_functions(keyword.value)
 
 
+def _named_aggregations(node: ast.AST) -> Iterator[tuple[str, str]]:
+    """(column, function) pairs of ``agg(n=('id', 'count'))`` and ``agg({'id': 'count'})``."""
+    if isinstance(node, ast.Tuple) and len(node.elts) == 2 and all(isinstance(e, ast.Constant) for e in node.elts):
+        column, function = (e.value for e in node.elts)  # type: ignore[attr-defined]
+        if isinstance(column, str) and isinstance(function, str):
+            yield column, function
+    elif isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                for function in _agg_functions(value):
+                    yield key.value, function
+
+
 def _trailing_columns(node: ast.AST, reader: _Reader) -> list[str]:
     """The column a method chain starts from: ``df['a'].value_counts()`` → a."""
     while True:
         if isinstance(node, ast.Subscript):
-            found = [s for s in reader._strings(node.slice) if s in reader.columns]
+            found = reader._resolve(list(reader._strings(node.slice)))
             if found:
                 return found
             node = node.value
         elif isinstance(node, ast.Attribute):
-            if node.attr in reader.columns:
-                return [node.attr]
+            found = reader._resolve([node.attr])
+            if found and not reader._is_module(node.value):
+                return found
             node = node.value
         elif isinstance(node, ast.Call):
-            node = node.func
+            func = node.func
+            wrapper = isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and reader._is_module(func.value))
+            node = node.args[0] if wrapper and node.args else func  # pd.to_datetime(df['x']), sorted(df['x'])
+        elif isinstance(node, ast.Name):
+            return list(reader.name_columns.get(node.id, []))
         else:
             return []
 
@@ -580,6 +712,10 @@ def analyse_code(code: str, columns: set[str], frames: set[str]) -> CodeFacts:
     _flatten(tree.body, set(), entries, True)
     relevant = _relevant(entries)
     reader = _Reader(columns, frames, _constants(tree), _data_names(entries, frames), _modules(tree))
+    for entry, keep in zip(entries, relevant):
+        if keep:
+            for node in entry.nodes:
+                reader.learn(node)
     for entry, keep in zip(entries, relevant):
         if keep:
             for node in entry.nodes:

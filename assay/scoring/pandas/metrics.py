@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from assay.scoring.metrics.registry import ComponentResult, MetricContext
-from assay.scoring.pandas.code import EXTREME_CALLS, SORT_CALLS, CodeFacts, analyse_code
+from assay.scoring.pandas.code import CodeFacts, analyse_code
 from assay.scoring.pandas.compare import Tolerance, compare, from_encoded
 from assay.scoring.pandas.execution import (
     TIMED_RUNS,
@@ -27,21 +27,18 @@ from assay.scoring.pandas.execution import (
 )
 from assay.scoring.pandas.performance import performance_score
 from assay.scoring.pandas.quality import RuffUnavailable, quality_score, ruff_version
-from assay.scoring.pandas.question import QuestionFacts, analyse_question, join_implied
+from assay.scoring.pandas.question import QuestionFacts, analyse_question
+from assay.scoring.pandas.requirements import (
+    STAT_SATISFIERS,
+    Requirements,
+    from_question,
+    from_reference,
+    orders_rows,
+    ranked,
+    selection_columns,
+    selects_rows,
+)
 from assay.scoring.sandbox import SandboxError
-
-# A statistical operation the question asks for, and the code operations that carry it out.
-STAT_SATISFIERS: dict[str, set[str]] = {
-    "mean": {"mean", "average"},
-    "sum": {"sum", "cumsum"},
-    "max": {"max", "idxmax", "nlargest", "cummax", "argmax", "sort_values", "sort_index", "rank", "value_counts"},
-    "min": {"min", "idxmin", "nsmallest", "cummin", "argmin", "sort_values", "sort_index", "rank", "value_counts"},
-    "count": {"count", "size", "len", "value_counts", "nunique", "shape", "sum"},
-    "median": {"median", "quantile"},
-    "std": {"std", "var"},
-    "nunique": {"nunique", "unique", "drop_duplicates", "value_counts"},
-    "groupby": {"groupby", "pivot_table", "crosstab", "value_counts", "resample", "pivot"},
-}
 
 
 def _loader(ctx: MetricContext) -> Any:
@@ -57,12 +54,18 @@ def _question(item: Any, ctx: MetricContext) -> QuestionFacts:
     return analyse_question(item.question, [c for cols in frames.values() for c in cols])
 
 
-def _facts(item: Any, ctx: MetricContext) -> tuple[dict[str, list[str]], QuestionFacts, CodeFacts]:
+def _facts(item: Any, ctx: MetricContext) -> tuple[dict[str, list[str]], Requirements, CodeFacts]:
+    """The item's tables, its requirements (from the reference's AST, else the question) and the
+    facts of the code the model ended with."""
     frames = frames_info(item, _loader(ctx))
     columns = [c for cols in frames.values() for c in cols]
-    question = analyse_question(item.question, columns)
-    code = analyse_code(item.final_code, set(columns), predefined_names(frames))
-    return frames, question, code
+    names = predefined_names(frames)
+    if item.reference_code:
+        requirements = from_reference(analyse_code(item.reference_code, set(columns), names))
+    else:
+        requirements = from_question(analyse_question(item.question, columns), frames)
+    code = analyse_code(item.final_code, set(columns), names)
+    return frames, requirements, code
 
 
 def _sandbox_failure(exc: SandboxError) -> ComponentResult:
@@ -72,37 +75,16 @@ def _sandbox_failure(exc: SandboxError) -> ComponentResult:
 # --- prompt understanding (design 002, 1) -------------------------------------------------------------
 
 
-def _ranked(code: CodeFacts, n: int | None, descending: bool) -> float:
-    """How well the code carries out "top / bottom N"."""
-    direct = "nlargest" if descending else "nsmallest"
-    if direct in code.sort_calls:
-        ns = [x for kind, x in code.limits if kind == direct]
-        return 1.0 if n is None or n in ns else 0.5
-    sorts = code.sort_calls & {"sort_values", "sort_index", "sorted", "rank", "value_counts"}
-    if sorts:
-        if descending in code.sort_descending:
-            ns = [x for kind, x in code.limits if kind in ("head", "slice")]
-        elif (not descending) in code.sort_descending:
-            ns = [x for kind, x in code.limits if kind == "tail"]
-        else:
-            return 0.5
-        if ns and (n is None or n in ns):
-            return 1.0
-        return 0.5
-    if n == 1 and ({"idxmax", "max", "argmax"} if descending else {"idxmin", "min", "argmin"}) & code.sort_calls:
-        return 1.0
-    return 0.0
-
-
 def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, float, float]) -> ComponentResult:
     w_columns, w_nl, w_stats = weights
     try:
-        frames, question, code = _facts(item, ctx)
+        frames, required, code = _facts(item, ctx)
     except SandboxError as exc:
         return _sandbox_failure(exc)
     base = {
-        "mentioned_columns": question.mentioned_columns,
+        "mentioned_columns": required.columns,
         "extracted_columns": code.columns,
+        "requirements_source": required.source,
         "code_scored": item.final_code_label,
     }
     if not code.parsed:
@@ -112,28 +94,25 @@ def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, fl
             "reason": f"the code does not parse: {code.syntax_error}",
         })
     uses = code.uses_data
-    mentioned = question.mentioned_columns
-    if mentioned:
-        hit = [c for c in mentioned if c in code.columns]
-        column_score = w_columns * len(hit) / len(mentioned)
+    if required.columns:
+        hit = [c for c in required.columns if c in code.columns]
+        column_score = w_columns * len(hit) / len(required.columns)
     else:
         column_score = w_columns if uses else 0.0
     patterns: list[dict[str, Any]] = []
-    for n in question.top_n:
-        patterns.append({"pattern": f"top {n}" if n else "top N", "expects": "nlargest / sort descending + head", "satisfied": _ranked(code, n, True)})
-    for n in question.bottom_n:
-        patterns.append({"pattern": f"bottom {n}" if n else "bottom N", "expects": "nsmallest / sort ascending + head", "satisfied": _ranked(code, n, False)})
-    if question.wants_filter:
-        patterns.append({"pattern": "filter", "expects": "a boolean mask, query() or loc[]", "satisfied": 1.0 if code.filters or code.conditions else 0.0})
+    for ranking in required.rankings:
+        expects = "nlargest / sort descending + head" if ranking.descending else "nsmallest / sort ascending + head"
+        patterns.append({"pattern": ranking.label, "expects": expects, "satisfied": ranked(code, ranking.n, ranking.descending)})
+    if required.filter:
+        patterns.append({"pattern": "filter", "expects": "a boolean mask, query(), loc[], isin or a join", "satisfied": 1.0 if selects_rows(code, required.filter_columns) else 0.0})
     if patterns:
         nl_score = w_nl * sum(p["satisfied"] for p in patterns) / len(patterns)
     else:
         nl_score = w_nl if uses else 0.0
     found = sorted(op for op, satisfiers in STAT_SATISFIERS.items() if satisfiers & code.operations)
-    required = question.stat_operations
-    if required:
-        satisfied = [op for op in required if STAT_SATISFIERS[op] & code.operations]
-        stat_score = w_stats * len(satisfied) / len(required)
+    if required.stats:
+        satisfied = [op for op in required.stats if STAT_SATISFIERS[op] & code.operations]
+        stat_score = w_stats * len(satisfied) / len(required.stats)
     else:
         satisfied = []
         stat_score = w_stats if uses else 0.0
@@ -145,9 +124,9 @@ def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, fl
         "statistical_understanding_score": round(stat_score, 6),
         **base,
         "statistical_operations": found,
-        "required_statistical_operations": required,
-        "missing_statistical_operations": [op for op in required if op not in satisfied],
-        "missing_columns": [c for c in mentioned if c not in code.columns],
+        "required_statistical_operations": required.stats,
+        "missing_statistical_operations": [op for op in required.stats if op not in satisfied],
+        "missing_columns": [c for c in required.columns if c not in code.columns],
         "nl_patterns": patterns,
         "uses_dataset": uses,
         "dead_code_lines": code.dead_lines,
@@ -164,7 +143,7 @@ def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, fl
 def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, float, float, float]) -> ComponentResult:
     w_filter, w_group, w_sort, w_join = weights
     try:
-        frames, question, code = _facts(item, ctx)
+        _, required, code = _facts(item, ctx)
     except SandboxError as exc:
         return _sandbox_failure(exc)
     if not code.parsed:
@@ -175,40 +154,43 @@ def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, fl
         })
     missing: list[str] = []
     uses = code.uses_data
-    free = 1.0 if uses else 0.0  # a requirement the question does not state is met by code that uses the data
+    free = 1.0 if uses else 0.0  # a requirement the item does not state is met by code that uses the data
 
-    if question.filter_conditions:
-        filter_cov = min(1.0, code.conditions / question.filter_conditions)
-        if filter_cov < 1.0:
-            missing.append(f"Filter condition(s) missing: the question states {question.filter_conditions}, the code applies {code.conditions}")
+    if required.filter_columns:
+        selected = selection_columns(code)
+        absent = [c for c in required.filter_columns if c not in selected]
+        filter_cov = 1.0 - len(absent) / len(required.filter_columns)
+        if absent:
+            missing.append(f"Filter condition(s) missing: on {', '.join(absent)}")
+    elif required.filter:
+        filter_cov = 1.0 if selects_rows(code, []) else 0.0
+        if not filter_cov:
+            missing.append("Filter condition(s) missing")
     else:
         filter_cov = free
 
-    if question.groupby_columns:
-        present = [c for c in question.groupby_columns if c in code.groupby_columns]
-        group_cov = len(present) / len(question.groupby_columns)
-        absent = [c for c in question.groupby_columns if c not in present]
+    if required.groupby_columns:
+        present = [c for c in required.groupby_columns if c in code.groupby_columns]
+        group_cov = len(present) / len(required.groupby_columns)
+        absent = [c for c in required.groupby_columns if c not in present]
         if absent:
             missing.append(f"Groupby column(s) missing: {', '.join(absent)}")
     else:
         group_cov = free
 
-    if question.wants_sort:
-        sorts = code.sort_calls & SORT_CALLS
-        extremes = code.sort_calls & EXTREME_CALLS
-        sort_cov = 1.0 if sorts or (question.sort_from_superlative_only and extremes) else 0.0
+    if required.sort:
+        sort_cov = 1.0 if orders_rows(code) else 0.0
         if not sort_cov:
             missing.append("Sorting missing")
     else:
         sort_cov = free
 
-    wants_join = question.wants_join or join_implied(question, frames)
-    if wants_join:
+    if required.join:
         if not code.joins:
             join_cov = 0.0
             missing.append("Join/merge operation missing")
         else:
-            keys = [k for k in question.join_keys if k not in code.join_keys]
+            keys = [k for k in required.join_keys if k not in code.join_keys and k not in code.columns]
             join_cov = 1.0 if not keys else 0.5
             if keys:
                 missing.append(f"Join key(s) missing: {', '.join(keys)}")
@@ -226,14 +208,10 @@ def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, fl
         "join_conditions_coverage": join_cov,
         "missing_requirements": missing,
         "code_scored": item.final_code_label,
-        "required": {
-            "filter_conditions": question.filter_conditions,
-            "groupby_columns": question.groupby_columns,
-            "sorting": question.wants_sort,
-            "join": wants_join,
-            "join_keys": question.join_keys,
-        },
+        "requirements_source": required.source,
+        "required": required.describe(),
         "found": {
+            "filter_columns": code.filter_columns,
             "filter_conditions": code.conditions,
             "groupby_columns": code.groupby_columns,
             "sorting": sorted(code.sort_calls),
@@ -346,7 +324,12 @@ def correctness(item: Any, ctx: MetricContext, tol: Tolerance) -> ComponentResul
     try:
         truth = resolve_truth(item, loader)
         if truth is None:
-            return ComponentResult.skipped("the item has neither reference code nor an expected result")
+            # Invariant 7: nothing to establish correctness with, so the item cannot pass; its total
+            # still shows what the other components measured.
+            return ComponentResult.skipped(
+                "the item has neither reference code nor an expected result",
+                pass_blocker="could not be established: the item has neither reference code nor an expected result",
+            )
         generated = run_code(item.final_code, item, loader, repeat=TIMED_RUNS)
     except ReferenceFailed as exc:
         return ComponentResult.failed(str(exc))

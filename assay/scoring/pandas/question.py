@@ -5,6 +5,15 @@ names mentioned in the question are found first (``hire_date`` also matches "hir
 ``HireDate`` "hire date"; a trailing noun may be plural; a one-letter column must be quoted),
 and their text is masked before keywords are looked for, so a column called ``total_sales`` does
 not make the question ask for a sum.
+
+The reading is conservative (issue 19): it takes what the words say explicitly and nothing they
+merely resemble. An order is asked for by "sorted", "in alphabetical order", "descending",
+"newest first"; "order" alone is a noun ("the order amount"). "Top 5" and "3 highest" are
+rankings; "at least one" and "at most 5" are conditions, neither a ranking nor an extreme. A
+superlative without a number ("highest") asks for an extreme, not a sort. A column mentioned to
+say that it does not matter ("all statuses", "whatever the status", "regardless of status") is
+not required. A join is asked for by "join" / "merge", or by columns that only different tables
+hold. Filter phrases say that the answer is filtered, not how many conditions it has.
 """
 
 from __future__ import annotations
@@ -22,15 +31,16 @@ _NUM = r"(\d+|" + "|".join(NUMBER_WORDS) + r")"
 STAT_KEYWORDS: dict[str, str] = {
     "mean": r"\b(mean|average|avg|averages|averaged)\b",
     "sum": r"\b(sum|sums|total|totals|summed|add up|combined amount)\b",
-    "max": r"\b(max|maximum|highest|largest|biggest|greatest|most|peak|top|oldest|latest|newest|most recent)\b(?!\s+" + _NUM + r"\b)",
-    "min": r"\b(min|minimum|lowest|smallest|least|fewest|cheapest|bottom|youngest|earliest)\b(?!\s+" + _NUM + r"\b)",
+    "max": r"(?<!at )\b(max|maximum|highest|largest|biggest|greatest|most|peak|top|oldest|latest|newest|most recent)\b(?!\s+" + _NUM + r"\b)",
+    "min": r"(?<!at )\b(min|minimum|lowest|smallest|least|fewest|cheapest|bottom|youngest|earliest)\b(?!\s+" + _NUM + r"\b)",
     "count": r"\b(count|counts|how many|number of|frequency|frequencies|tally)\b",
     "median": r"\bmedian\b",
     "std": r"\b(standard deviation|std|stdev|variance)\b",
     "nunique": r"\b(distinct|unique)\b",
 }
-TOP_N = re.compile(r"\b(top|largest|highest|biggest|greatest|best|most)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(largest|highest|biggest|greatest|best|most)\b")
-BOTTOM_N = re.compile(r"\b(bottom|smallest|lowest|least|worst|fewest)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(smallest|lowest|least|worst|fewest)\b")
+# "at least 4" / "at most one" are conditions: "least" and "most" rank only after the number ("3 most").
+TOP_N = re.compile(r"\b(top|largest|highest|biggest|greatest|best)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(largest|highest|biggest|greatest|best|most)\b")
+BOTTOM_N = re.compile(r"\b(bottom|smallest|lowest|worst)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(smallest|lowest|least|worst|fewest)\b")
 # One filter condition per phrase (design 002, 2.1): comparisons, ranges, exclusions, null tests.
 CONDITION_PHRASES = re.compile(
     r"\b(greater than|more than|less than|fewer than|higher than|lower than|larger than|smaller than|bigger than|"
@@ -40,13 +50,14 @@ CONDITION_PHRASES = re.compile(
     r"ending with|is missing|are missing|is null|is not null|are not null|non-null|not null|not missing|over|under)\b"
 )
 GENERIC_FILTER = re.compile(r"\b(where|whose|filter|filtered|filtering|only|that are|who are|which are|that have|who have|which have)\b")
-SORT_WORDS = re.compile(r"\b(sort|sorted|sorting|order|ordered|ordering|ascending|descending|rank|ranked|ranking)\b(?! to\b)")
-SUPERLATIVE_WORDS = re.compile(r"\b(top|bottom|largest|smallest|highest|lowest|biggest|greatest|youngest|oldest|earliest|latest|newest)\b")
 ORDER_WORDS = re.compile(
-    r"\b(sort|sorted|sorting|ordered|in order|order by|order of|ascending|descending|rank|ranked|ranking|"
-    r"highest to lowest|lowest to highest|largest to smallest|smallest to largest|from most|from least)\b(?! to\b)"
+    r"\b(sort|sorted|sorting|ordered|in (?:\w+ ){0,2}order|order by|order of|ascending|descending|rank|ranked|ranking|"
+    r"alphabetical|alphabetically|highest to lowest|lowest to highest|largest to smallest|smallest to largest|from most|from least|"
+    r"(?:highest|lowest|largest|smallest|biggest|most recent|newest|oldest|latest|earliest|most|fewest|least)(?:\s+[\w-]+){0,2}\s+first)\b(?! to\b)"
 )
-JOIN_WORDS = re.compile(r"\b(join|joined|joining|merge|merged|merging|combine|combined|combining|match|matched|matching|look ?up|together with|along with)\b")
+JOIN_WORDS = re.compile(r"\b(join|joined|joining|merge|merged|merging)\b")
+# Words that say a column does not matter: "(all statuses)", "whatever the status", "regardless of status".
+INDIFFERENT = re.compile(r"\b(all|any|every|whatever|regardless of|irrespective of|no matter|ignoring|ignore|including)\s+(?:the\s+|its\s+|their\s+)?$")
 GROUP_EXPLICIT = re.compile(r"\b(group(?:ed)?\s+by|grouping\s+by|per|for\s+each|for\s+every|in\s+each|broken\s+down\s+by|split\s+by|by\s+each)\s+")
 GROUP_BY = re.compile(r"\bby\s+")
 NOT_GROUP_BEFORE_BY = re.compile(r"\b(sort|sorted|sorting|order|ordered|rank|ranked|ranking|group|grouped|grouping|down|split|top|bottom)\s*$")
@@ -67,7 +78,7 @@ class Mention:
 @dataclass
 class QuestionFacts:
     text: str
-    mentioned_columns: list[str]
+    mentioned_columns: list[str]  # required: mentioned, and not to say they do not matter
     mentions: list[Mention]
     stat_operations: list[str]
     top_n: list[int | None] = field(default_factory=list)
@@ -76,7 +87,6 @@ class QuestionFacts:
     filter_conditions: int = 0
     groupby_columns: list[str] = field(default_factory=list)
     wants_sort: bool = False
-    sort_from_superlative_only: bool = False
     wants_join: bool = False
     join_keys: list[str] = field(default_factory=list)
     asks_order: bool = False
@@ -134,7 +144,8 @@ def analyse_question(question: str, columns: list[str]) -> QuestionFacts:
     text = " ".join(question.lower().split())
     mentions = find_mentions(text, columns)
     masked = _mask(text, mentions)
-    mentioned = list(dict.fromkeys(m.column for m in mentions))
+    indifferent = {m.column for m in mentions if INDIFFERENT.search(text[: m.start])}
+    mentioned = list(dict.fromkeys(m.column for m in mentions if m.column not in indifferent))
 
     top = [(_number(m.group(2) or m.group(3))) for m in TOP_N.finditer(masked)]
     bottom = [(_number(m.group(2) or m.group(3))) for m in BOTTOM_N.finditer(masked)]
@@ -154,13 +165,11 @@ def analyse_question(question: str, columns: list[str]) -> QuestionFacts:
     if groupby and "groupby" not in stats:
         stats.append("groupby")
 
-    conditions = len(CONDITION_PHRASES.findall(masked))
-    wants_filter = conditions > 0 or bool(GENERIC_FILTER.search(masked))
-    if wants_filter and conditions == 0:
-        conditions = 1
+    wants_filter = bool(CONDITION_PHRASES.search(masked)) or bool(GENERIC_FILTER.search(masked))
+    conditions = 1 if wants_filter else 0  # phrases say that it is filtered, not how many conditions
 
-    explicit_sort = bool(SORT_WORDS.search(masked)) or bool(top) or bool(bottom)
-    superlative = bool(SUPERLATIVE_WORDS.search(masked))
+    asks_order = bool(ORDER_WORDS.search(masked))
+    explicit_sort = asks_order or bool(top) or bool(bottom)
     join_keys: list[str] = []
     for match in re.finditer(r"\b(?:join|joined|merge|merged|match|matched|matching|combine|combined)\b[^.;?!]*?\bon\s+", masked):
         join_keys += _phrase_columns(masked, mentions, match.end())
@@ -174,11 +183,10 @@ def analyse_question(question: str, columns: list[str]) -> QuestionFacts:
         wants_filter=wants_filter,
         filter_conditions=conditions,
         groupby_columns=groupby,
-        wants_sort=explicit_sort or superlative,
-        sort_from_superlative_only=superlative and not explicit_sort,
+        wants_sort=explicit_sort,
         wants_join=bool(JOIN_WORDS.search(masked)),
         join_keys=list(dict.fromkeys(join_keys)),
-        asks_order=bool(ORDER_WORDS.search(masked)),
+        asks_order=asks_order,
     )
 
 

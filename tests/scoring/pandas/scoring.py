@@ -8,11 +8,13 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pandas_codegen import PandasItem
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
+from assay.scoring.pipeline import component_pass_blockers
 from assay.scoring.suites import Suite, parse_suite
 
 REPO = Path(__file__).resolve().parents[3]
@@ -50,6 +52,8 @@ def score_item(raw: dict[str, Any], suite: Suite | None = None, ctx: MetricConte
         return Scored(None, components)
     total = sum(c.score * weights[n] for n, c in ok.items()) / sum(weights[n] for n in ok)  # type: ignore[operator]
     kind = get_kind("pandas_codegen")
-    blockers = tuple(kind.pass_blockers(item)) if kind.pass_blockers is not None else ()
+    item_blockers = kind.pass_blockers(item) if kind.pass_blockers is not None else []
+    named = [SimpleNamespace(component=n, status=c.status, details=c.details) for n, c in components.items()]
+    blockers = tuple(dict.fromkeys([*item_blockers, *component_pass_blockers(named)]))
     passed = total >= suite.criteria.threshold - 1e-12 and not blockers
     return Scored(total, components, passed, blockers)
