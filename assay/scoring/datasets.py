@@ -85,7 +85,10 @@ def tables_from_path(data_dir: Path, relative: str, *, max_bytes: int | None = N
     if not files:
         raise InvalidInput(f"{relative!r} holds no table file")
     if max_bytes is not None and size > max_bytes:
-        raise PayloadTooLarge(f"the files under {relative!r} hold {size} bytes; the limit is {max_bytes}")
+        raise PayloadTooLarge(
+            f"the files under {relative!r} hold {size} bytes; the limit is {max_bytes} (ASSAY_MAX_DATASET_BYTES)",
+            limit_bytes=max_bytes,
+        )
     return [make_table(Path(shown).stem, format_from_filename(shown), _read_inside(shown, path)) for shown, path in files]
 
 
@@ -201,7 +204,9 @@ def register(session: Session, tables: list[Table], *, name: str | None, max_byt
         raise InvalidInput(f"table names repeat: {sorted(names)}")
     size = sum(len(t.data) for t in tables)
     if size > max_bytes:
-        raise PayloadTooLarge(f"dataset is {size} bytes; the limit is {max_bytes}")
+        raise PayloadTooLarge(
+            f"dataset is {size} bytes; the limit is {max_bytes} (ASSAY_MAX_DATASET_BYTES)", limit_bytes=max_bytes
+        )
     digest = content_hash(tables)
     existing = session.get(Dataset, digest)
     if existing is not None:

@@ -501,6 +501,10 @@ def test_data_directory_files_over_the_dataset_limit_are_refused_before_reading(
     monkeypatch.setattr(datasets, "_read_inside", lambda shown, path: reads.append(shown) or b"")
     r = proxy_client.post("/api/v1/datasets", json={"path": "big"})
     assert r.status_code == 413, r.text
-    assert r.json()["message"] == "the files under 'big' hold 402 bytes; the limit is 100"
+    assert r.json() == {
+        "error": "payload_too_large",
+        "message": "the files under 'big' hold 402 bytes; the limit is 100 (ASSAY_MAX_DATASET_BYTES)",
+        "details": {"limit_bytes": 100},
+    }
     assert reads == []
 
