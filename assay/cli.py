@@ -555,14 +555,30 @@ def api(
     port: Annotated[int, typer.Option()] = 8000,
     workers: Annotated[int, typer.Option(min=1)] = 1,
 ) -> None:
-    """Serve the API (uvicorn)."""
+    """Serve the API (uvicorn, its proxy headers off: the API judges the socket peer itself, trusting
+    X-Forwarded-* only from ASSAY_TRUSTED_PROXIES)."""
     import uvicorn
+    from pydantic import ValidationError
 
     from assay.settings import get_settings
 
-    if not get_settings().api_keys and not get_settings().trusted_proxies:
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"ASSAY_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        _fail(f"the settings are not valid: {problems}")
+    if not settings.api_keys and not settings.trusted_proxies:
         console.print("[yellow]warning:[/yellow] no ASSAY_API_KEYS and no ASSAY_TRUSTED_PROXIES: every request will get 401")
-    uvicorn.run("assay.api.app:create_app", factory=True, host=host, port=port, workers=workers)
+    elif not settings.api_keys and settings.session_secret is None:
+        console.print(
+            "[yellow]warning:[/yellow] no ASSAY_SESSION_SECRET (nor ASSAY_API_KEYS to derive one): the proxy's "
+            "users get no CSRF token, and their changes are taken only with a same-origin Origin header"
+        )
+    # proxy_headers=False: uvicorn would otherwise rewrite the client address from X-Forwarded-For for
+    # loopback connections, and a local process could then pass for a trusted proxy.
+    uvicorn.run(
+        "assay.api.app:create_app", factory=True, host=host, port=port, workers=workers, proxy_headers=False
+    )
 
 
 @cli.command()

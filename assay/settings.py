@@ -9,10 +9,12 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# A shorter API key or session secret could be guessed; the failure throttle only slows guessing down.
+MIN_SECRET_CHARS = 32
 
 
 def _default_config_dir() -> Path:
@@ -45,7 +47,16 @@ class Settings(BaseSettings):
     )
 
     # API
-    api_keys: list[SecretStr] = Field(default_factory=list, description="Bearer API keys accepted by the API.")
+    api_keys: list[SecretStr] = Field(
+        default_factory=list,
+        description=f"Bearer API keys accepted by the API (each at least {MIN_SECRET_CHARS} characters).",
+    )
+    auth_failures_per_minute: int = Field(
+        10,
+        ge=1,
+        description="Wrong API keys (bearer or sign-in form) a client may present per minute; then 429 with "
+        "Retry-After until the oldest failure is a minute old.",
+    )
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="IPs / CIDRs of reverse proxies (oauth2-proxy) whose X-Forwarded-User header is trusted.",
@@ -159,6 +170,29 @@ class Settings(BaseSettings):
         description="Interface `assay flower` listens on (loopback: reach it through an SSH tunnel or an "
         "authenticating proxy; 0.0.0.0 inside a container whose port is published on the host's loopback).",
     )
+
+    @field_validator("api_keys")
+    @classmethod
+    def _api_keys_long_enough(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        for number, key in enumerate(keys, start=1):
+            _require_long_secret(f"API key {number} of {len(keys)}", key)
+        return keys
+
+    @field_validator("session_secret")
+    @classmethod
+    def _session_secret_long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and secret.get_secret_value():
+            _require_long_secret("the session secret", secret)
+        return secret
+
+
+def _require_long_secret(what: str, secret: SecretStr) -> None:
+    length = len(secret.get_secret_value())
+    if length < MIN_SECRET_CHARS:
+        raise ValueError(
+            f"{what} is {length} characters long; at least {MIN_SECRET_CHARS} are required "
+            "(make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
 
 
 @lru_cache

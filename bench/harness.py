@@ -41,6 +41,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The API key of the scratch API (keys under 32 characters are refused at start-up).
+API_KEY = "bench-key-for-loopback-runs-0123456789"
+
+
 @contextmanager
 def scratch_environment(redis_db: int = 10) -> Iterator[dict[str, str]]:
     """A fresh Postgres database (migrated) and a private key namespace on the local Redis."""
@@ -54,7 +58,7 @@ def scratch_environment(redis_db: int = 10) -> Iterator[dict[str, str]]:
         "ASSAY_REDIS_URL": f"redis://127.0.0.1:6379/{redis_db}",
         "ASSAY_BROKER_KEY_PREFIX": f"{name}:",
         "ASSAY_REDIS_KEY_PREFIX": f"{name}:judge",
-        "ASSAY_API_KEYS": '["bench-key"]',
+        "ASSAY_API_KEYS": f'["{API_KEY}"]',
         "ASSAY_CONFIG_DIR": str(REPO / "config"),
         "PYTHONPATH": str(REPO),
     }
@@ -309,7 +313,7 @@ def upload(url: str, path: Path, suite: str = "kql") -> tuple[str, float]:
             f"{url}/api/v1/batches",
             params={"suite": suite},
             content=handle,
-            headers={"Authorization": "Bearer bench-key", "Content-Type": "application/x-ndjson"},
+            headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-ndjson"},
             timeout=httpx.Timeout(30, read=1800),
         )
     response.raise_for_status()
@@ -319,7 +323,7 @@ def upload(url: str, path: Path, suite: str = "kql") -> tuple[str, float]:
 def wait_batch(url: str, batch_id: str, timeout: float = 7200) -> tuple[dict, float]:
     started = time.perf_counter()
     deadline = time.monotonic() + timeout
-    with httpx.Client(base_url=url, headers={"Authorization": "Bearer bench-key"}, timeout=60) as client:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=60) as client:
         while time.monotonic() < deadline:
             view = client.get(f"/api/v1/batches/{batch_id}").json()
             if view["status"] not in ("planning", "running"):

@@ -24,7 +24,7 @@ REDIS_HOST = "127.0.0.1"
 REDIS_PORT = int(os.environ.get("ASSAY_TEST_REDIS_PORT", "6379"))
 REDIS_DB = int(os.environ.get("ASSAY_TEST_REDIS_DB", "12"))
 TEST_DB = f"assay_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-API_KEY = "test-key-" + uuid.uuid4().hex[:8]
+API_KEY = "test-key-" + uuid.uuid4().hex  # 41 characters: keys under 32 are refused
 
 TEST_ENV = {
     "ASSAY_DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}",

@@ -15,6 +15,7 @@ from assay.api.docs import install as install_docs
 from assay.api.errors import install_error_handlers
 from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
 from assay.api.routes import criteria
+from assay.api.security import install_security
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
 from assay.settings import get_settings
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 DESCRIPTION = """Assay scores LLM outputs (generated KQL, agent sessions, generated pandas code) with
 deterministic metrics and an LLM judge. Every score is stamped with the SHA-256 criteria hash of the
 suite that produced it. Authenticate with `Authorization: Bearer <API key>`; behind a trusted proxy
-(oauth2-proxy) the `X-Forwarded-User` header identifies the user.
+(oauth2-proxy) the `X-Forwarded-User` header identifies the user. A browser's request that changes
+something (the dashboard's cookie, or the proxy's user) needs the page's `X-CSRF-Token` header or a
+same-origin `Origin` (403 otherwise); too many wrong keys from one client get 429 with `Retry-After`.
 Every request body has a size limit (the route's own, else `ASSAY_MAX_BODY_BYTES`): over it, 413
 with the limit and its setting in `details`."""
 
@@ -49,6 +52,7 @@ def create_app() -> FastAPI:
         title="Assay", version="0.1.0", description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
     )
     install_error_handlers(app)
+    install_security(app)
     app.include_router(health.router)
     app.include_router(batches.router)
     app.include_router(criteria.router)  # before items: its /criteria/{hash} would take /criteria/diff

@@ -1,21 +1,32 @@
-"""Authentication: bearer API keys, or a trusted proxy's ``X-Forwarded-User`` (oauth2-proxy).
+"""Authentication: bearer API keys, a trusted proxy's ``X-Forwarded-User`` (oauth2-proxy), or the
+dashboard's session cookie.
 
-The forwarded headers are honoured only from a configured trusted proxy address; from anyone else
-they are ignored, so a client cannot name itself.
+The forwarded headers are honoured only from a configured trusted proxy, judged by the socket peer
+the server saw: from anyone else they are ignored, so a client cannot name itself. ``assay api`` runs
+uvicorn with its proxy-header rewriting off, so the peer the app sees is the real one. Under a server
+that rewrites the client address from ``X-Forwarded-For`` anyway, the rewritten address is one of the
+header's own hops; a "proxy" named in its own ``X-Forwarded-For`` is therefore not trusted (a real
+proxy appends the address of its peer, never its own).
+
+Wrong keys are counted per client by ``assay.api.throttle``.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
+import logging
 from dataclasses import dataclass
 
 from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
-from assay.api.dashboard.session import cookie_user
+from assay.api.dashboard.session import cookie_user, matching_key
+from assay.api.throttle import get_throttle
 from assay.scoring.errors import Unauthorized
 from assay.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 bearer = HTTPBearer(auto_error=False, description="An API key from ASSAY_API_KEYS.")
 
@@ -26,15 +37,51 @@ class Principal:
     via: str  # "api_key", "proxy" or "session" (the dashboard's signed cookie)
 
 
-def is_trusted_proxy(request: Request, settings: Settings) -> bool:
-    host = request.client.host if request.client else None
-    if not host or not settings.trusted_proxies:
-        return False
+def _in_networks(host: str, networks: list[str]) -> bool:
     try:
         addr = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return any(addr in ipaddress.ip_network(net, strict=False) for net in settings.trusted_proxies)
+    return any(addr in ipaddress.ip_network(net, strict=False) for net in networks)
+
+
+def forwarded_hops(request: Request) -> list[str]:
+    """The addresses in ``X-Forwarded-For`` (every such header), leftmost first."""
+    values = request.headers.getlist("x-forwarded-for")
+    return [hop.strip() for value in values for hop in value.split(",") if hop.strip()]
+
+
+_warned_rewritten = False
+
+
+def is_trusted_proxy(request: Request, settings: Settings) -> bool:
+    """Whether the socket peer is one of ``ASSAY_TRUSTED_PROXIES`` (and was not rewritten from a header)."""
+    global _warned_rewritten
+    host = request.client.host if request.client else None
+    if not host or not settings.trusted_proxies or not _in_networks(host, settings.trusted_proxies):
+        return False
+    if host in forwarded_hops(request):
+        if not _warned_rewritten:
+            _warned_rewritten = True
+            log.warning(
+                "the server rewrote the client address from X-Forwarded-For (%s came in that header): the "
+                "forwarded identity is ignored. Start the API with `assay api`, or turn the server's proxy "
+                "headers off (uvicorn --no-proxy-headers)",
+                host,
+            )
+        return False
+    return True
+
+
+def client_address(request: Request, settings: Settings) -> str:
+    """The client: the socket peer, or, when the peer is a trusted proxy, the nearest address in its
+    ``X-Forwarded-For`` that is not a trusted proxy (the hops further left are the client's to write)."""
+    peer = request.client.host if request.client else ""
+    if is_trusted_proxy(request, settings):
+        for hop in reversed(forwarded_hops(request)):
+            if not _in_networks(hop, settings.trusted_proxies):
+                return hop
+    return peer
 
 
 def forwarded_user(request: Request, settings: Settings) -> str | None:
@@ -48,16 +95,29 @@ def forwarded_user(request: Request, settings: Settings) -> str | None:
     return None
 
 
+def check_key(request: Request, offered: str, settings: Settings) -> str | None:
+    """The configured API key equal to ``offered``, or None (counted as the client's failure).
+
+    Raises ``TooManyFailures`` (429) while the client has used up its failures, whatever it offers."""
+    throttle = get_throttle(settings)
+    client = client_address(request, settings)
+    throttle.check(client)
+    key = matching_key(settings, offered)
+    if key is None:
+        throttle.failed(client)
+    return key
+
+
 def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | None, settings: Settings) -> Principal:
+    """Who is asking (the store is read for a session cookie: call from a worker thread)."""
     user = forwarded_user(request, settings)
     if user is not None:
         return Principal(user, "proxy")
     if credentials is not None and credentials.scheme.lower() == "bearer":
-        offered = credentials.credentials.encode()
-        for key in settings.api_keys:
-            if hmac.compare_digest(offered, key.get_secret_value().encode()):
-                return Principal("api-client", "api_key")
-    # The dashboard's session cookie; a request that changes something must also send X-CSRF-Token.
+        if check_key(request, credentials.credentials, settings) is not None:
+            return Principal("api-client", "api_key")
+        raise Unauthorized("that API key is not one of this deployment's keys (Authorization: Bearer <key>)")
+    # The dashboard's session cookie (a request that changes something is checked by assay.api.csrf).
     user = cookie_user(request, settings)
     if user is not None:
         return Principal(user, "session")
@@ -66,4 +126,4 @@ def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | N
 
 async def require_principal(request: Request) -> Principal:
     credentials = await bearer(request)
-    return authenticate(request, credentials, get_settings())
+    return await run_in_threadpool(authenticate, request, credentials, get_settings())

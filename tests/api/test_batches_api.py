@@ -184,7 +184,9 @@ def test_forwarded_user_from_trusted_proxy_authenticates(clean_db, monkeypatch):
 
     monkeypatch.setattr(get_settings(), "trusted_proxies", ["127.0.0.1/32"])
     with TestClient(create_app(), client=("127.0.0.1", 50000)) as client:
-        r = client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD), headers={"X-Forwarded-User": "alice@example.com"})
+        # A browser's same-origin request (the proxy's user needs the CSRF token or this Origin).
+        proxied = {"X-Forwarded-User": "alice@example.com", "Origin": "http://testserver"}
+        r = client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD), headers=proxied)
         assert r.status_code == 202, r.text
         batch = client.get(f"/api/v1/batches/{r.json()['batch_id']}", headers={"X-Forwarded-User": "alice@example.com"})
         assert batch.json()["created_by"] == "alice@example.com"

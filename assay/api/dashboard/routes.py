@@ -14,13 +14,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 
-from assay.api.auth import forwarded_user
+from assay.api.auth import check_key, forwarded_user
+from assay.api.csrf import proxy_token
 from assay.api.dashboard import queries as q
 from assay.api.dashboard import session as cookie
 from assay.api.params import Offset
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.scoring import batches as svc
+from assay.api.throttle import TooManyFailures
 from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound, Unauthorized
 from assay.scoring.kinds import get_kind
@@ -43,7 +46,7 @@ PAGE_SIZE = 50
 class Viewer:
     name: str
     via: str  # "proxy" or "session"
-    csrf: str  # the session's CSRF token ("" behind the proxy)
+    csrf: str  # the CSRF token the page's requests send (assay.api.csrf)
 
 
 class SignInRequired(Exception):
@@ -56,7 +59,7 @@ def _current_viewer(request: Request) -> Viewer | None:
     settings = get_settings()
     user = forwarded_user(request, settings)
     if user is not None:
-        return Viewer(user, "proxy", "")
+        return Viewer(user, "proxy", proxy_token(settings, user))
     data = cookie.read(request, settings)
     if data is not None:
         return Viewer(data.user, "session", data.csrf)
@@ -169,10 +172,18 @@ async def sign_in(request: Request) -> Response:
     offered = str(form.get("api_key") or "").strip()
     next_path = _safe_next(str(form.get("next") or ""))
     settings = get_settings()
-    key = cookie.matching_key(settings, offered) if offered else None
+    if not offered:
+        return _sign_in_page(request, next_path, "Enter one of this deployment's API keys.", 401)
+    try:
+        key = await run_in_threadpool(check_key, request, offered, settings)
+    except TooManyFailures as exc:
+        message = f"Too many wrong keys from your address: try again in {exc.retry_after} s."
+        page = _sign_in_page(request, next_path, message, 429)
+        page.headers["Retry-After"] = str(exc.retry_after)
+        return page
     if key is None:
         return _sign_in_page(request, next_path, "That API key is not one of this deployment's keys.", 401)
-    value, _ = cookie.issue(settings, "api-client", key)
+    value = await run_in_threadpool(cookie.start, settings, "api-client", key)
     response = RedirectResponse(next_path, status_code=303)
     cookie.set_cookie(response, settings, value)
     return response
@@ -181,6 +192,12 @@ async def sign_in(request: Request) -> Response:
 @router.post("/sign-out")
 async def sign_out(request: Request) -> Response:
     response = RedirectResponse("/dashboard/sign-in", status_code=303)
+    """Ends the session in the store (its cookie is refused from now on, by every API process) and
+    clears the cookie. Like every request that changes something, it needs the CSRF token or a
+    same-origin Origin (assay.api.csrf)."""
+    data = cookie.signed(request, get_settings())
+    if data is not None:
+        await run_in_threadpool(cookie.revoke, data)
     cookie.clear_cookie(response)
     return response
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
+from assay.api.content_type import require_content_type
 from assay.api.body_limit import body_limit
 from assay.api.params import Offset
 from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
@@ -33,12 +34,12 @@ router = APIRouter(prefix="/api/v1/batches", tags=["batches"])
 FEED_BYTES = 1 << 20
 
 UPLOAD_DOC = """Upload items for a suite as **JSONL** (one JSON object per line) or a **JSON array**, in the raw
-request body (`Content-Type: application/x-ndjson` or `application/json`). The body is streamed into
-the store in one transaction: by default any bad line rejects the whole upload (422, listing the bad
-lines with their line numbers, nothing written); with `partial=true` the good lines are accepted and
-the bad ones reported. A body over the configured limit gets 413. Returns 202 with the batch id at
-once; scoring runs in the workers. A retried upload with the same `Idempotency-Key` returns the first
-batch instead of creating a second one."""
+request body (`Content-Type: application/x-ndjson` or `application/json`; any other declared type is
+refused with 415). The body is streamed into the store in one transaction: by default any bad line
+rejects the whole upload (422, listing the bad lines with their line numbers, nothing written); with
+`partial=true` the good lines are accepted and the bad ones reported. A body over the configured limit
+gets 413. Returns 202 with the batch id at once; scoring runs in the workers. A retried upload with the
+same `Idempotency-Key` returns the first batch instead of creating a second one."""
 
 
 UPLOAD_BODY = {
@@ -59,7 +60,12 @@ UPLOAD_BODY = {
     summary="Submit a batch",
     description=UPLOAD_DOC,
     openapi_extra=UPLOAD_BODY,
-    responses={413: {"description": "Body or item count over the limit"}, 422: {"description": "Bad lines (listed)"}},
+    dependencies=[Depends(require_content_type("application/x-ndjson", "application/json"))],
+    responses={
+        413: {"description": "Body or item count over the limit"},
+        415: {"description": "A Content-Type other than application/x-ndjson or application/json"},
+        422: {"description": "Bad lines (listed)"},
+    },
 )
 @body_limit("max_upload_bytes")
 async def create_batch(

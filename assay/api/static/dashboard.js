@@ -337,7 +337,22 @@
     });
   }
 
+  // Sign-out changes something, so it carries the CSRF token like every other such request (a plain
+  // form post would rely on the browser's Origin header alone).
+  function setupSignOut() {
+    document.querySelectorAll('form[action="/dashboard/sign-out"]').forEach(function (form) {
+      form.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        api("POST", form.action).then(function (res) {
+          if (res.ok) window.location.assign("/dashboard/sign-in");
+          else window.alert("Sign-out failed: " + errorText(res));
+        });
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setupSignOut();
     setupAutosubmit();
     setupUpload();
     setupScoring();
