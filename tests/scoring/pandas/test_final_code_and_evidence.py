@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pandas_codegen import (
     PandasItem,
     code_quality,
@@ -100,3 +101,9 @@ def test_assay_run_stores_the_blocker_and_passes_the_recovered_item(tmp_path):
     assert message == "correctness: could not be established: the item has neither reference code nor an expected result"
     status, total, passed, message = rows["recovered"]
     assert status == "completed" and passed and message is None
+
+
+def test_the_judge_reviews_the_final_code():
+    item = PandasItem.model_validate(recovered(FIXED))
+    inputs = get_kind("pandas_codegen").judge_inputs(item)
+    assert inputs["GENERATED_CODE"] == FIXED
