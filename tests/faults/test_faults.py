@@ -429,11 +429,15 @@ def _ride_out_provider_trouble(
 
 
 def _assert_fleet_held(calls: list[dict[str, Any]], retry_after: float, in_flight: int) -> None:
-    """After every 429, the fleet sent no more calls until its retry-after had passed than it had in
-    flight when the 429 came back (at most ``in_flight``; without the hold, hundreds), and no item was
-    sent again sooner than that."""
+    """After every 429 that started a hold (one that came back while none ran), the fleet sent no more
+    calls until its retry-after had passed than it had in flight then (at most ``in_flight``; without
+    the hold, hundreds), and no item was sent again sooner than its retry-after."""
     arrivals = [c["at"] for c in calls]
+    hold_ends = 0.0
     for answered in (c for c in calls if c["status"] == 429):
+        if answered["at"] < hold_ends:
+            continue  # a call sent before the running hold began: it does not start another
+        hold_ends = answered["at"] + retry_after
         early = [round(at - answered["at"], 3) for at in arrivals
                  if answered["at"] < at < answered["at"] + retry_after - 0.1]
         assert len(early) <= in_flight, f"calls sent during a 429's retry-after (s after it): {early}"
