@@ -99,12 +99,13 @@ def from_reference(reference: CodeFacts) -> Requirements:
 
 
 def _rankings(code: CodeFacts) -> list[Ranking]:
-    """What the reference ranks: nlargest(n), a sort then head(n) / [:n] / tail(n), idxmax."""
+    """What the reference ranks: nlargest(n), a sort (or value_counts) then head(n) / [:n] / tail(n),
+    idxmax."""
     found: list[Ranking] = []
     for kind, n in code.limits:
         if kind in ("nlargest", "nsmallest"):
             found.append(Ranking(n, kind == "nlargest"))
-        elif code.sort_calls & {"sort_values", "sort_index", "sorted"} and len(code.sort_descending) == 1:
+        elif code.sort_calls & {"sort_values", "sort_index", "sorted", "value_counts"} and len(code.sort_descending) == 1:
             (descending,) = code.sort_descending
             found.append(Ranking(n, descending if kind in ("head", "slice") else not descending))
     for call, descending in (("idxmax", True), ("argmax", True), ("idxmin", False), ("argmin", False)):

@@ -125,3 +125,21 @@ def test_without_reference_the_conservative_reading_gives_the_requirements():
     assert understanding.score == pytest.approx(1.0) and coverage.score == pytest.approx(1.0), (understanding.details, coverage.details)
     assert coverage.details["requirements_source"] == "question"
     assert coverage.details["required"]["groupby_columns"] == ["country"] and coverage.details["required"]["sort"] is False
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        "result = df.groupby('agent').size().nlargest(2)",
+        "result = df.groupby('agent').size().sort_values(ascending=False).head(2)",
+        "result = df['agent'].value_counts()[:2]",
+    ],
+)
+def test_a_ranking_is_the_same_requirement_whatever_its_spelling(candidate):
+    question = "Which 2 agents handled the most tickets, and how many?"
+    understanding, _ = structure(question, "result = df['agent'].value_counts().head(2)", candidate, DESK)
+    assert understanding.details["nl_patterns"] == [
+        {"pattern": "top 2", "expects": "nlargest / sort descending + head", "satisfied": 1.0}], understanding.details
+    assert understanding.score == pytest.approx(1.0)
+    understanding, _ = structure(question, "result = df['agent'].value_counts().head(2)", "result = df.groupby('agent').size()", DESK)
+    assert understanding.details["nl_patterns"][0]["satisfied"] == 0.0
