@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import queue
 import re
@@ -21,14 +20,16 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from assay.scoring import datasets
+from assay.scoring import datasets, idempotency, strict_json
 from assay.scoring.errors import InvalidInput, NotFound, PayloadTooLarge
+from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.kinds import Kind
 from assay.scoring.store.models import Batch, Item, Score, SuiteRecord, utcnow
+from assay.scoring.strict_json import JsonRejected
 from assay.scoring.suites import canonical_json
 
 WRITE_CHUNK = 2000
@@ -36,8 +37,6 @@ WRITE_CHUNK = 2000
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 # A UTF-8 byte order mark: RFC 8259 lets a parser ignore one that starts the body (Windows tools write it).
 _BOM = b"\xef\xbb\xbf"
-# Bytes that may parse to a non-finite float: NaN / Infinity literals, or a number past the float range.
-_NON_FINITE_HINT = re.compile(rb"NaN|Infinity|\d[eE]\+?0*[1-9]\d{2}|\d{200}")
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,8 @@ class IngestResult:
 class LineSplitter:
     """Incremental byte-stream → (line number, line) splitter with a per-line size cap.
 
-    Detects a JSON array body (first non-blank byte ``[``) and then buffers it whole, up to the body
-    limit, because a JSON array cannot be split into items without parsing it.
+    A body whose first non-blank byte is ``[`` is a JSON array: its items are split out as they
+    stream in by :class:`ArraySplitter`, and numbered by their index.
     """
 
     def __init__(self, max_line_bytes: int, max_body_bytes: int) -> None:
@@ -81,6 +80,11 @@ class LineSplitter:
         self._oversize = False
         self._body_bytes = 0
         self._mode: str | None = None  # "jsonl" or "array"
+        self._array: ArraySplitter | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return self._array is not None
 
     def feed(self, chunk: bytes) -> Iterator[tuple[int, bytes | BadLine]]:
         self._body_bytes += len(chunk)
@@ -96,10 +100,16 @@ class LineSplitter:
             stripped = self._buf.lstrip()
             if not stripped:
                 return
-            self._mode = "array" if stripped[:1] == b"[" else "jsonl"
-        self._buf += chunk
-        if self._mode == "array":
+            if stripped[:1] == b"[":
+                self._mode = "array"
+                self._array = ArraySplitter(self.max_line_bytes)
+                chunk, self._buf = bytes(self._buf), bytearray()
+            else:
+                self._mode = "jsonl"
+        if self._array is not None:
+            yield from self._array.feed(chunk)
             return
+        self._buf += chunk
         yield from self._split()
 
     def _split(self) -> Iterator[tuple[int, bytes | BadLine]]:
@@ -125,26 +135,177 @@ class LineSplitter:
             self._buf.clear()
 
     def close(self) -> Iterator[tuple[int, bytes | BadLine]]:
-        if self._mode == "array":
-            yield from self._split_array()
+        if self._array is not None:
+            yield from self._array.close()
             return
         self._buf += b"\n"
         yield from self._split()
 
-    def _split_array(self) -> Iterator[tuple[int, bytes | BadLine]]:
-        try:
-            values = json.loads(bytes(self._buf))
-        except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, bad UTF-8, an int past 4300 digits
-            raise InvalidInput(f"the body is not a valid JSON array: {exc}") from None
-        self._buf.clear()
-        if not isinstance(values, list):
-            raise InvalidInput("a JSON body must be an array of items")
-        for index, value in enumerate(values, start=1):
-            line = json.dumps(value).encode()
-            if len(line) > self.max_line_bytes:
-                yield index, BadLine(index, f"item longer than {self.max_line_bytes} bytes")
+
+# A string's body: everything up to its closing quote, or up to the end of the data (an escape cut
+# off by the end of a chunk stops before its backslash).
+_STRING_BODY = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
+# Inside an item, what changes the nesting: a whole string, a bracket, or a lone quote that starts
+# a string the data does not finish.
+_TOKEN = re.compile(rb'"' + _STRING_BODY.pattern + rb'"|["\[\]{}]', re.DOTALL)
+_WHITESPACE = re.compile(rb"[ \t\r\n]*+")
+# An item that is no object, array or string (a number, true, null, or junk): up to a delimiter.
+_SCALAR = re.compile(rb'[^ \t\r\n,\[\]{}"]*+')
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+
+
+class ArraySplitter:
+    """Incremental byte-stream of one JSON array → (index, item bytes), like :class:`LineSplitter`.
+
+    It reads only what separates the items (strings, brackets, commas) and hands each item's bytes
+    to the parser every JSONL line goes through, so an item is refused for the same reasons as a
+    line, and named while the rest of the body is still streaming in; memory holds one chunk and
+    one item. An item over the size cap is dropped as it streams and reported when it ends. A body
+    that breaks the array's own syntax (a missing comma, a trailing comma, data after the closing
+    bracket, a cut-off end) is refused whole, with its line and column. (ijson was considered: its
+    parser stops at the first bad item, and turns lone surrogates into "?".)
+    """
+
+    def __init__(self, max_item_bytes: int) -> None:
+        self.max_item_bytes = max_item_bytes
+        self._buf = bytearray()
+        self._pos = 0  # the next byte to read, in _buf
+        self._expect = "open"  # "open" '[', "first" an item or ']', "item", "next" ',' or ']', "done"
+        self._index = 0
+        # The item being read: where it starts in _buf, its nesting depth, whether a string is open.
+        self._item_start: int | None = None
+        self._scalar = False
+        self._depth = 0
+        self._in_string = False
+        self._oversize = False
+        # Where _buf starts in the body, for messages: its byte offset, line, and that line's offset.
+        self._offset = 0
+        self._line = 1
+        self._line_offset = 0
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[int, bytes | BadLine]]:
+        self._buf += chunk
+        yield from self._items(final=False)
+        self._drop_read_bytes()
+
+    def close(self) -> Iterator[tuple[int, bytes | BadLine]]:
+        yield from self._items(final=True)
+        if self._item_start is not None:
+            raise self._invalid(len(self._buf), f"the body ended inside item {self._index}")
+        if self._expect != "done":
+            raise self._invalid(len(self._buf), "the body ended before the array's closing ']'")
+
+    def _items(self, final: bool) -> Iterator[tuple[int, bytes | BadLine]]:
+        buf = self._buf
+        while True:
+            if self._item_start is not None:
+                if not self._read_item(final):
+                    return
+                yield self._index, self._finish_item()
+                self._expect = "next"
+                continue
+            pos = self._pos = _WHITESPACE.match(buf, self._pos).end()
+            if pos == len(buf):
+                return
+            byte = buf[pos]
+            if self._expect == "open":  # LineSplitter hands over a body that starts with '['
+                self._pos, self._expect = pos + 1, "first"
+            elif self._expect == "next" and byte in b",]":
+                self._pos, self._expect = pos + 1, "item" if byte == ord(",") else "done"
+            elif self._expect == "first" and byte == ord("]"):
+                self._pos, self._expect = pos + 1, "done"
+            elif self._expect in ("first", "item") and byte not in b",]":
+                self._start_item(pos)
+            elif self._expect == "next":
+                raise self._invalid(pos, f"expected ',' or ']' after item {self._index}, found {_shown(byte)}")
+            elif self._expect == "done":
+                raise self._invalid(pos, f"unexpected {_shown(byte)} after the array's closing ']'")
             else:
-                yield index, line
+                raise self._invalid(pos, f"expected an item, found {_shown(byte)}")
+
+    def _start_item(self, pos: int) -> None:
+        self._index += 1
+        self._item_start = pos
+        self._oversize = False
+        byte = self._buf[pos]
+        self._scalar = byte not in b'[{"'
+        self._depth = 1 if byte in b"[{" else 0
+        self._in_string = byte == _QUOTE
+        self._pos = pos if self._scalar else pos + 1
+
+    def _read_item(self, final: bool) -> bool:
+        """Read on through the current item; True once it has ended (at ``_pos``)."""
+        ended = self._read_scalar(final) if self._scalar else self._read_nested()
+        assert self._item_start is not None
+        if not ended and self._pos - self._item_start > self.max_item_bytes:
+            # Keep reading the item for its end, but not its bytes.
+            self._oversize = True
+            self._item_start = self._pos
+        return ended
+
+    def _read_scalar(self, final: bool) -> bool:
+        self._pos = _SCALAR.match(self._buf, self._pos).end()
+        return self._pos < len(self._buf) or final
+
+    def _read_nested(self) -> bool:
+        """An object, an array or a string: read until its nesting closes."""
+        buf, pos = self._buf, self._pos
+        if self._in_string:  # a string cut off by the end of the previous chunk
+            pos = _STRING_BODY.match(buf, pos).end()
+            if pos == len(buf) or buf[pos] == _BACKSLASH:  # cut off again
+                self._pos = pos
+                return False
+            pos += 1
+            self._in_string = False
+            if self._depth == 0:
+                self._pos = pos
+                return True
+        for token in _TOKEN.finditer(buf, pos):
+            byte = buf[token.start()]
+            if byte == _QUOTE:
+                if token.end() - token.start() == 1:  # a string that does not end in this chunk
+                    self._in_string = True
+                    self._pos = token.end()
+                    return False
+            elif byte in b"[{":
+                self._depth += 1
+            else:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._pos = token.end()
+                    return True
+        self._pos = len(buf)
+        return False
+
+    def _finish_item(self) -> bytes | BadLine:
+        assert self._item_start is not None
+        start, self._item_start = self._item_start, None
+        if self._oversize or self._pos - start > self.max_item_bytes:
+            return BadLine(self._index, f"item longer than {self.max_item_bytes} bytes")
+        return bytes(self._buf[start : self._pos])
+
+    def _drop_read_bytes(self) -> None:
+        keep_from = self._pos if self._item_start is None else self._item_start
+        newlines = self._buf.count(b"\n", 0, keep_from)
+        if newlines:
+            self._line += newlines
+            self._line_offset = self._offset + self._buf.rfind(b"\n", 0, keep_from) + 1
+        self._offset += keep_from
+        del self._buf[:keep_from]
+        self._pos -= keep_from
+        if self._item_start is not None:
+            self._item_start -= keep_from
+
+    def _invalid(self, pos: int, problem: str) -> InvalidInput:
+        newlines = self._buf.count(b"\n", 0, pos)
+        line = self._line + newlines
+        line_offset = self._offset + self._buf.rfind(b"\n", 0, pos) + 1 if newlines else self._line_offset
+        column = self._offset + pos - line_offset + 1
+        return InvalidInput(f"the body is not a valid JSON array: {problem} at line {line} column {column}")
+
+
+def _shown(byte: int) -> str:
+    return repr(chr(byte)) if 0x20 <= byte < 0x7F else f"byte 0x{byte:02x}"
 
 
 def contains_nul(value: Any) -> bool:
@@ -155,17 +316,6 @@ def contains_nul(value: Any) -> bool:
         return any("\x00" in str(key) or contains_nul(inner) for key, inner in value.items())
     if isinstance(value, list):
         return any(contains_nul(inner) for inner in value)
-    return False
-
-
-def _non_finite(value: Any) -> bool:
-    """Whether a parsed value holds a NaN or infinite float anywhere."""
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_non_finite(inner) for inner in value.values())
-    if isinstance(value, list | tuple):
-        return any(_non_finite(inner) for inner in value)
     return False
 
 
@@ -201,7 +351,7 @@ class BatchWriter:
         created_by: str,
         limits: IngestLimits,
         partial: bool = False,
-        idempotency_key: str | None = None,
+        idempotency: IdempotencyKey | None = None,
         budget_usd: float | None = None,
     ) -> None:
         self.session = session
@@ -211,7 +361,9 @@ class BatchWriter:
         self.created_by = created_by
         self.limits = limits
         self.partial = partial
-        self.idempotency_key = idempotency_key
+        self.idempotency = idempotency
+        # The body's hash, for the key's fingerprint: known only once the body has been read whole.
+        self._body_digest = hashlib.sha256() if idempotency is not None else None
         self.splitter = LineSplitter(limits.max_item_bytes, limits.max_body_bytes)
         self._items: list[dict[str, Any]] = []
         self._scores: list[dict[str, Any]] = []
@@ -226,18 +378,20 @@ class BatchWriter:
         return list(load_criteria(self.session, self.suite.current_criteria_hash).components)
 
     def begin(self) -> IngestResult:
-        """Create the batch row, or find the batch a previous upload with the same key created."""
-        if self.idempotency_key:
-            existing = self.session.scalar(select(Batch).where(Batch.idempotency_key == self.idempotency_key))
+        """Create the batch row, or find the batch a previous upload with the same key created (then
+        the body is only hashed, and :meth:`finish` checks that it is the same upload)."""
+        if self.idempotency is not None:
+            idempotency.hold(self.session, self.idempotency)
+            existing = idempotency.batch_for(self.session, self.idempotency)
             if existing is not None:
-                self.result = IngestResult(existing, created=False, accepted=existing.total_items)
-                return self.result
+                return self._replay(existing)
         batch = Batch(
             id=uuid.uuid4(),
             suite_name=self.suite.name,
             criteria_hash=self.suite.current_criteria_hash,
             status="planning",
-            idempotency_key=self.idempotency_key,
+            idempotency_key=self.idempotency.key if self.idempotency else None,
+            idempotency_scope=self.idempotency.scope if self.idempotency else None,
             created_by=self.created_by,
             total_items=0,
             planned_position=-1,
@@ -247,20 +401,29 @@ class BatchWriter:
         )
         self.session.add(batch)
         try:
-            # Flush now: a concurrent upload with the same key waits on the unique index here.
+            # Flush now: on SQLite, which has no lock to hold the key with, a concurrent upload with
+            # the same key meets the unique index here.
             with self.session.begin_nested():
                 self.session.flush()
         except IntegrityError:
             self.session.expunge(batch)
-            existing = self.session.scalar(select(Batch).where(Batch.idempotency_key == self.idempotency_key))
+            assert self.idempotency is not None
+            existing = idempotency.batch_for(self.session, self.idempotency)
             assert existing is not None
-            self.result = IngestResult(existing, created=False, accepted=existing.total_items)
-            return self.result
+            return self._replay(existing)
         self.result = IngestResult(batch, created=True)
         return self.result
 
+    def _replay(self, existing: Batch) -> IngestResult:
+        self.result = IngestResult(existing, created=False, accepted=existing.total_items)
+        return self.result
+
     def feed(self, chunk: bytes) -> None:
-        self._take(self.splitter.feed(chunk))
+        if self._body_digest is not None:
+            self._body_digest.update(chunk)
+        assert self.result is not None
+        if self.result.created:
+            self._take(self.splitter.feed(chunk))
 
     def feed_all(self, chunks: Iterable[bytes]) -> None:
         for chunk in chunks:
@@ -273,13 +436,12 @@ class BatchWriter:
                 self._bad(line)
                 continue
             try:
-                item = self.kind.item_model.model_validate_json(line)
+                item = strict_json.validate(self.kind.item_model, line)
             except ValidationError as exc:
                 self._bad(BadLine(line_no, _format_validation_error(exc)))
                 continue
-            if _NON_FINITE_HINT.search(line) and _non_finite(item.model_dump()):
-                # Parsed leniently, then stored as null by the JSON dump: refused instead of silently changed.
-                self._bad(BadLine(line_no, "NaN, Infinity or a number past the float range is not valid JSON"))
+            except JsonRejected as exc:
+                self._bad(BadLine(line_no, exc.message))
                 continue
             if self.result.accepted >= self.limits.max_items:
                 raise PayloadTooLarge(
@@ -376,12 +538,18 @@ class BatchWriter:
 
     def finish(self) -> IngestResult:
         assert self.result is not None
-        if not self.result.created:
-            return self.result
+        fingerprint = None
+        if self.idempotency is not None:
+            assert self._body_digest is not None
+            fingerprint = self.idempotency.fingerprint(self._body_digest.hexdigest())
+            if not self.result.created:
+                idempotency.check_retry(self.result.batch, self.idempotency, fingerprint)
+                return self.result
         self._take(self.splitter.close())
         self._flush_rows()
         if self._copier is not None:
             self._copier.close()
+        self._refuse_duplicate_ids()
         result = self.result
         if result.bad_line_count and not self.partial:
             raise InvalidInput(
@@ -397,10 +565,53 @@ class BatchWriter:
                 bad_line_count=result.bad_line_count,
             )
         result.batch.total_items = result.accepted
+        result.batch.idempotency_fingerprint = fingerprint
         if result.bad_line_count:
             result.batch.summary = {"rejected_lines": result.bad_line_count}
         self.session.flush()
         return result
+
+    def _refuse_duplicate_ids(self) -> None:
+        """A line whose id an earlier line of the upload has is a bad line: ids pair the items of one
+        batch with another's, so they are unique within a batch (lines without an id are not
+        compared). The store finds them among the rows written, so memory stays flat."""
+        assert self.result is not None
+        result, batch_id = self.result, self.result.batch.id
+        repeated = (
+            select(Item.external_id)
+            .where(Item.origin_batch_id == batch_id, Item.external_id.is_not(None))
+            .group_by(Item.external_id)
+            .having(func.count() > 1)
+        )
+        ranked = (
+            select(
+                Score.id.label("score_id"),
+                Score.position,
+                Item.external_id,
+                func.min(Score.position).over(partition_by=Item.external_id).label("first"),
+            )
+            .join(Item, Item.id == Score.item_id)
+            .where(Score.batch_id == batch_id, Item.external_id.in_(repeated))
+            .subquery()
+        )
+        later = select(ranked).where(ranked.c.position > ranked.c.first)
+        count = self.session.scalar(select(func.count()).select_from(later.subquery())) or 0
+        if not count:
+            return
+        unit = "item" if self.splitter.is_array else "line"
+        shown = self.session.execute(later.order_by(ranked.c.position).limit(self.limits.max_reported_bad_lines))
+        found = [BadLine(row.position, f"duplicate id {row.external_id!r}: {unit} {row.first} has the same id") for row in shown]
+        result.bad_lines = sorted(result.bad_lines + found, key=lambda bad: bad.line)[: self.limits.max_reported_bad_lines]
+        result.bad_line_count += count
+        if self.partial:  # the later duplicates go; the first of each id stays
+            unsynced = {"synchronize_session": False}
+            later_scores = select(later.subquery().c.score_id)
+            self.session.execute(delete(Score).where(Score.id.in_(later_scores)).execution_options(**unsynced))
+            orphaned = ~select(Score.id).where(Score.item_id == Item.id).exists()
+            self.session.execute(
+                delete(Item).where(Item.origin_batch_id == batch_id, orphaned).execution_options(**unsynced)
+            )
+            result.accepted -= count
 
 
 class JsonText(str):

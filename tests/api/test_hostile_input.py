@@ -151,8 +151,10 @@ def test_a_line_that_is_json_but_not_an_object_is_named(upload, api_client, line
         b"\xf4\x90\x80\x80",  # past U+10FFFF
     ],
 )
-def test_invalid_utf8_is_a_bad_line(upload, api_client, raw):
-    found = bad_lines(upload(lines(G, with_field("id", b'"x' + raw + b'y"'), G)))
+@pytest.mark.parametrize("shape", ["jsonl", "array"])
+def test_invalid_utf8_is_a_bad_line(upload, api_client, raw, shape):
+    item = with_field("id", b'"x' + raw + b'y"')
+    found = bad_lines(upload(lines(G, item, G) if shape == "jsonl" else b"[" + b",".join([G, item, G]) + b"]"))
     assert set(found) == {2}
     assert found[2].startswith("invalid JSON: invalid unicode code point")
     assert_nothing_written(api_client)
@@ -302,11 +304,12 @@ def test_deep_nesting_in_a_line_is_a_bad_line(upload, api_client, line):
     assert_nothing_written(api_client)
 
 
-def test_deep_nesting_in_a_json_array_body_rejects_the_body(upload, api_client):
+def test_deep_nesting_in_a_json_array_is_a_bad_item_as_in_a_line(upload, api_client):
+    # The array is split into items without recursing, and each item meets the parser a line meets.
     started = time.monotonic()
-    message = rejected_body(upload(b"[" + G + b"," + with_field("generated_results", b"[" * DEEP + b"]" * DEEP) + b"]"))
+    found = bad_lines(upload(b"[" + G + b"," + with_field("generated_results", b"[" * DEEP + b"]" * DEEP) + b"]"))
     assert time.monotonic() - started < 20
-    assert message.startswith("the body is not a valid JSON array: maximum recursion depth exceeded")
+    assert set(found) == {2} and found[2].startswith("invalid JSON: recursion limit exceeded")
     assert_nothing_written(api_client)
 
 
@@ -353,9 +356,9 @@ def test_an_integer_past_the_digit_limit_is_refused(upload, api_client):
     huge = b"1" + b"0" * 5000
     found = bad_lines(upload(lines(G, with_rows(huge))))
     assert set(found) == {2} and found[2].startswith("invalid JSON: number out of range")
-    # In a JSON array the body parser meets it first: the body is refused (it used to be a 500).
-    message = rejected_body(upload(b"[" + G + b"," + with_rows(huge) + b"]"))
-    assert message.startswith("the body is not a valid JSON array: Exceeds the limit (4300 digits)")
+    # In a JSON array the item is named the same way (it used to be a 500, then the whole body).
+    found = bad_lines(upload(b"[" + G + b"," + with_rows(huge) + b"]"))
+    assert set(found) == {2} and found[2].startswith("invalid JSON: number out of range")
     assert_nothing_written(api_client)
 
 
@@ -455,13 +458,15 @@ def test_the_text_backslash_u0000_is_not_a_nul(upload):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        (b"[" + G + b"," + G[:20], "the body is not a valid JSON array: Unterminated string starting at: line 1 column"),
-        (b"[" + G + b"," + G.replace(b"Count", b"Co\xff\xfent") + b"]", "the body is not a valid JSON array: 'utf-8' codec can't decode byte 0xff"),
-        (b"[" + G + b"] [" + G + b"]", "the body is not a valid JSON array: Extra data: line 1 column"),
-        (b"[1, 2]\n" + G + b"\n", "the body is not a valid JSON array: Extra data: line 2 column 1"),  # JSONL starting with an array
-        (b"[" + G + b",]", "the body is not a valid JSON array: Expecting value: line 1 column"),
+        (b"[" + G + b"," + G[:20], "the body is not a valid JSON array: the body ended inside item 2 at line 1 column 169"),
+        (b"[" + G, "the body is not a valid JSON array: the body ended before the array's closing ']' at line 1 column 148"),
+        (b"[" + G + b"] [" + G + b"]", "the body is not a valid JSON array: unexpected '[' after the array's closing ']' at line 1 column 150"),
+        # JSONL starting with an array
+        (b"[1, 2]\n" + G + b"\n", "the body is not a valid JSON array: unexpected '{' after the array's closing ']' at line 2 column 1"),
+        (b"[" + G + b",]", "the body is not a valid JSON array: expected an item, found ']' at line 1 column 149"),
+        (b"[" + G + b"\n " + G + b"]", "the body is not a valid JSON array: expected ',' or ']' after item 1, found '{' at line 2 column 2"),
     ],
-    ids=["truncated", "invalid-utf8", "two-arrays", "jsonl-led-by-an-array", "trailing-comma"],
+    ids=["truncated", "unclosed", "two-arrays", "jsonl-led-by-an-array", "trailing-comma", "missing-comma"],
 )
 def test_a_json_array_body_that_cannot_be_parsed_is_refused_whole(upload, api_client, body, message):
     assert rejected_body(upload(body)).startswith(message)

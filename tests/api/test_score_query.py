@@ -189,15 +189,16 @@ def test_unknown_and_bad_requests(client) -> None:
         assert session.scalar(select(Score.id)) is None
 
 
-def test_nan_in_rows_is_stored_as_null(client) -> None:
-    # JSON has no NaN; Python's parser accepts it. Results match treats NaN as null anyway.
+def test_nan_in_rows_is_refused_not_stored_as_null(client) -> None:
+    # JSON has no NaN (Python's parser would take it, and the row would be stored with a null).
     body = json.dumps(design_request(QUERY, QUERY)).replace('"count_": 1}', '"count_": NaN}', 1)
     assert "NaN" in body
     r = client.post("/api/score-query", content=body, headers={"Content-Type": "application/json"})
-    assert r.status_code == 202, r.text
+    assert r.status_code == 422, r.text
+    assert r.json()["message"] == "NaN, Infinity or a number past the float range is not valid JSON"
+    assert client.published == []
     with transaction() as session:
-        item = session.get(Item, session.get(Score, uuid.UUID(r.json()["score_id"])).item_id)
-    assert {"level": "Error", "count_": None} in item.payload["generated_results"]
+        assert session.scalar(select(Score.id)) is None
 
 
 def test_the_suite_parameter(client) -> None:

@@ -69,7 +69,9 @@ def test_sign_in_submit_watch_progress_and_download_the_excel_report(chromium, l
     assert cookies["assay_session"]["sameSite"] == "Lax"
 
     items = tmp_path / "items.jsonl"
-    items.write_bytes(EXAMPLES.read_bytes() * COPIES)
+    examples = [json.loads(line) for line in EXAMPLES.read_text().splitlines()]
+    # COPIES of the examples, each with its own id (ids are unique within an upload)
+    items.write_text("".join(json.dumps({**item, "id": f"{item['id']}-{n}"}) + "\n" for n in range(COPIES) for item in examples))
     page.select_option('#upload-form select[name="suite"]', "kql")
     page.set_input_files('#upload-form input[type="file"]', str(items))
     page.click('#upload-form button[type="submit"]')

@@ -139,8 +139,9 @@ def test_cancel_keeps_finished_scores_and_drops_queued_work(api_client, live_wor
     live_worker_factory(
         {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake_judge.base_url}, concurrency=2
     )
-    lines = EXAMPLES.read_bytes().splitlines(keepends=True)
-    batch_id = submit(api_client, b"".join(lines * 10))
+    examples = [json.loads(line) for line in EXAMPLES.read_text().splitlines()]
+    copies = [{**item, "id": f"{item['id']}-{n}"} for n in range(10) for item in examples]  # ids unique in a batch
+    batch_id = submit(api_client, "".join(json.dumps(item) + "\n" for item in copies).encode())
     wait_for(
         lambda: api_client.get(f"/api/v1/batches/{batch_id}").json()["progress"]["completed"] >= 2,
         timeout=60,

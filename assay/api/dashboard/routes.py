@@ -20,6 +20,7 @@ from assay.api.auth import check_key, forwarded_user
 from assay.api.csrf import proxy_token
 from assay.api.dashboard import queries as q
 from assay.api.dashboard import session as cookie
+from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.scoring import batches as svc
@@ -33,8 +34,8 @@ from assay.scoring.store.models import Score
 from assay.scoring.views import live_lines, score_view
 from assay.settings import get_settings
 
-router = APIRouter(prefix="/dashboard", include_in_schema=False)
-root_router = APIRouter(include_in_schema=False)
+router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
+root_router = APIRouter(include_in_schema=False, route_class=StrictJsonRoute)
 templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
 PAGE_SIZE = 50
 

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Principal, require_principal
 from assay.api.content_type import require_content_type
 from assay.api.body_limit import body_limit
+from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
 from assay.api.publish import publish_components, start_planner
@@ -23,6 +24,7 @@ from assay.scoring import batches as svc
 from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.csv_writer import csv_chunks
 from assay.scoring.errors import BadRequest
+from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.store.db import new_session, transaction
@@ -30,7 +32,7 @@ from assay.scoring.store.models import FINISHED_SCORE_STATUSES
 from assay.scoring.views import batch_view, flat_row, live_lines, score_view
 from assay.settings import get_settings
 
-router = APIRouter(prefix="/api/v1/batches", tags=["batches"])
+router = APIRouter(prefix="/api/v1/batches", tags=["batches"], route_class=StrictJsonRoute)
 FEED_BYTES = 1 << 20
 
 UPLOAD_DOC = """Upload items for a suite as **JSONL** (one JSON object per line) or a **JSON array**, in the raw
@@ -38,8 +40,11 @@ request body (`Content-Type: application/x-ndjson` or `application/json`; any ot
 refused with 415). The body is streamed into the store in one transaction: by default any bad line
 rejects the whole upload (422, listing the bad lines with their line numbers, nothing written); with
 `partial=true` the good lines are accepted and the bad ones reported. A body over the configured limit
-gets 413. Returns 202 with the batch id at once; scoring runs in the workers. A retried upload with the
-same `Idempotency-Key` returns the first batch instead of creating a second one."""
+gets 413. A JSON array is streamed like JSONL (its items are numbered by index). Ids are unique within
+an upload: a line repeating an earlier line's `id` is a bad line. Returns 202 with the batch id at
+once; scoring runs in the workers. A retry with the same `Idempotency-Key` (the key is the caller's
+own), suite, parameters and body returns the first batch; the key with anything else is a 422, and
+while the first upload is still streaming a retry gets 409."""
 
 
 UPLOAD_BODY = {
@@ -62,9 +67,10 @@ UPLOAD_BODY = {
     openapi_extra=UPLOAD_BODY,
     dependencies=[Depends(require_content_type("application/x-ndjson", "application/json"))],
     responses={
+        409: {"description": "A retry while the upload with the same Idempotency-Key is still streaming"},
         413: {"description": "Body or item count over the limit"},
         415: {"description": "A Content-Type other than application/x-ndjson or application/json"},
-        422: {"description": "Bad lines (listed)"},
+        422: {"description": "Bad lines (listed), or an Idempotency-Key used for a different upload"},
     },
 )
 @body_limit("max_upload_bytes")
@@ -84,9 +90,21 @@ async def create_batch(
             "carries the pre-flight estimate.",
         ),
     ] = None,
-    idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            max_length=255,
+            description="Names this upload for retries: the same key (from the same principal) with the same "
+            "suite, parameters and body returns the first batch; with anything else, 422; while the first "
+            "upload is still streaming, 409.",
+        ),
+    ] = None,
 ) -> BatchAccepted:
     settings = get_settings()
+    idempotency = None
+    if idempotency_key:
+        request_asked = {"route": "POST /api/v1/batches", "suite": suite, "partial": partial, "budget_usd": budget_usd}
+        idempotency = IdempotencyKey(idempotency_key, scope=principal.name, request=request_asked)
     limits = IngestLimits(
         max_items=settings.max_items_per_batch,
         max_item_bytes=settings.max_item_bytes,
@@ -108,30 +126,28 @@ async def create_batch(
                 created_by=principal.name,
                 limits=limits,
                 partial=partial,
-                idempotency_key=idempotency_key,
+                idempotency=idempotency,
                 budget_usd=budget_usd,
             )
             writer.begin()
             return writer
 
         writer = await run_in_threadpool(start)
-        assert writer.result is not None
-        if writer.result.created:
-            pending: list[bytes] = []
-            size = 0
-            async for chunk in request.stream():
-                pending.append(chunk)
-                size += len(chunk)
-                if size >= FEED_BYTES:
-                    await run_in_threadpool(writer.feed, b"".join(pending))
-                    pending, size = [], 0
-            await run_in_threadpool(writer.feed, b"".join(pending))
-            result: IngestResult = await run_in_threadpool(writer.finish)
-            if budget_usd is not None:
-                estimate = await run_in_threadpool(_preflight, session, result)
-        else:
-            result = writer.result
+        # A retry's body is read too (only hashed): whether it is the same upload is known at its end.
+        pending: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            pending.append(chunk)
+            size += len(chunk)
+            if size >= FEED_BYTES:
+                await run_in_threadpool(writer.feed, b"".join(pending))
+                pending, size = [], 0
+        await run_in_threadpool(writer.feed, b"".join(pending))
+        result: IngestResult = await run_in_threadpool(writer.finish)
+        if not result.created:
             response.headers["Idempotent-Replay"] = "true"
+        elif budget_usd is not None:
+            estimate = await run_in_threadpool(_preflight, session, result)
         await run_in_threadpool(session.commit)
     except BaseException:
         if writer is not None:

@@ -11,12 +11,13 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.api.auth import Principal, require_principal
+from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.scoring import diff as svc
 from assay.scoring.csv_writer import csv_chunks
 from assay.scoring.store.db import new_session, transaction
 
-router = APIRouter(prefix="/api/v1/criteria", tags=["items and criteria"])
+router = APIRouter(prefix="/api/v1/criteria", tags=["items and criteria"], route_class=StrictJsonRoute)
 
 CSV_COLUMNS = ["item_id", "external_id", "old_total", "new_total", "delta", "old_passed", "new_passed", "flip"]
 

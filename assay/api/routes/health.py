@@ -6,11 +6,12 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from assay.api.json_body import StrictJsonRoute
 from assay.api.schemas import Health
 from assay.scoring.store.db import transaction
 from assay.settings import get_settings
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=StrictJsonRoute)
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up")

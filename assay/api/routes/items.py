@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends
 from sqlalchemy import select
 
 from assay.api.auth import Principal, require_principal
+from assay.api.json_body import StrictJsonRoute
 from assay.api.schemas import CriteriaList, CriteriaOut, ItemOut, ScoreOut
 from assay.scoring import batches as svc
 from assay.scoring.criteria import load_criteria
@@ -17,7 +18,7 @@ from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord
 from assay.scoring.views import iso, item_view, score_view
 
-router = APIRouter(prefix="/api/v1", tags=["items and criteria"])
+router = APIRouter(prefix="/api/v1", tags=["items and criteria"], route_class=StrictJsonRoute)
 
 
 @router.get("/items/{item_id}", response_model=ItemOut, summary="An item with all its scores (history included)")

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
+from assay.api.json_body import StrictJsonRoute
 from assay.scoring.judge.wiring import build_breaker
 from assay.settings import get_settings
 
-router = APIRouter(prefix="/api/v1/judge", tags=["judge"])
+router = APIRouter(prefix="/api/v1/judge", tags=["judge"], route_class=StrictJsonRoute)
 
 
 class BreakerState(BaseModel):

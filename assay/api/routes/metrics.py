@@ -8,9 +8,10 @@ from fastapi.responses import Response
 
 from assay import observability
 from assay.api.auth import require_principal
+from assay.api.json_body import StrictJsonRoute
 from assay.settings import get_settings
 
-router = APIRouter(tags=["metrics"])
+router = APIRouter(tags=["metrics"], route_class=StrictJsonRoute)
 
 METRICS_DOC = """Prometheus text format. Items scored / failed per suite, judge request latency, retries, repairs,
 breaker rejections and state, rate-governor waits, tokens and cost, queue depth per queue. With

@@ -13,11 +13,12 @@ from fastapi.responses import FileResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
 from assay.api.auth import Principal, require_principal
+from assay.api.json_body import StrictJsonRoute
 from assay.scoring import batches as svc
 from assay.scoring import reports
 from assay.scoring.store.db import new_session, transaction
 
-router = APIRouter(prefix="/api/v1/batches", tags=["reports"])
+router = APIRouter(prefix="/api/v1/batches", tags=["reports"], route_class=StrictJsonRoute)
 
 REPORT_DOC = """Every result of the batch (pending ones too, as `PENDING`), one row each, with the suite kind's
 report columns: for KQL suites design 000's `Total Score`, `Score Status`, `Schema Match Score`,

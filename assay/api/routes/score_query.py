@@ -29,6 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
+from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components
 from assay.scoring import datasets
 from assay.scoring.criteria import current_suite, load_criteria, register_criteria
@@ -43,7 +44,7 @@ from assay.scoring.suites import Criteria, canonical_json, load_model_catalog
 from assay.scoring.views import component_view
 from assay.settings import get_settings
 
-router = APIRouter(prefix="/api/score-query", tags=["score-query"])
+router = APIRouter(prefix="/api/score-query", tags=["score-query"], route_class=StrictJsonRoute)
 
 DEFAULT_SUITE = "kql"
 # The longest a request may wait for its score (the `wait` parameter's bound); tests may lower it.
@@ -155,10 +156,7 @@ def _create(body: ScoreQueryIn, suite: str, principal: Principal) -> tuple[uuid.
             except NotFound as exc:
                 raise InvalidInput(exc.message) from None
             payload["dataset"] = dataset_hash  # the payload names exactly the content it is scored on
-        try:
-            payload_json = canonical_json(payload)
-        except ValueError as exc:  # NaN or infinity in the rows: not JSON
-            raise InvalidInput(f"the request holds a value JSON cannot carry: {exc}") from None
+        payload_json = canonical_json(payload)  # finite: the body's parser refused NaN and infinity
         now = utcnow()
         item_row = Item(
             id=uuid.uuid4(),

@@ -27,8 +27,10 @@ from sqlalchemy.orm import selectinload
 
 from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
+from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components, start_planner
 from assay.scoring.errors import InvalidInput, NotFound
+from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.kinds.alert_session import AlertSessionItem
 from assay.scoring.sessions import SUITE, analytics, history, store
 from assay.scoring.sessions import service as svc
@@ -37,7 +39,7 @@ from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import Score
 from assay.scoring.views import iso
 
-router = APIRouter(prefix="/api/v1", tags=["alert sessions (EP-0028)"])
+router = APIRouter(prefix="/api/v1", tags=["alert sessions (EP-0028)"], route_class=StrictJsonRoute)
 
 SessionId = Annotated[
     str,
@@ -412,16 +414,31 @@ def training_data(
     response_model=RescoreOut,
     status_code=202,
     summary="Re-score a set (unscored, stale or failed sessions) as one batch over the stored sessions",
-    responses={200: {"model": RescoreOut, "description": "Nothing to score (or an Idempotency-Key replay)"}},
+    responses={
+        200: {"model": RescoreOut, "description": "Nothing to score (or an Idempotency-Key replay)"},
+        409: {"description": "A request with the same Idempotency-Key is still in progress"},
+        422: {"description": "The Idempotency-Key was used for a different request"},
+    },
 )
 def rescore(
     body: RescoreIn,
     principal: Annotated[Principal, Depends(require_principal)],
-    idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            max_length=255,
+            description="Names this request for retries: the same key (from the same principal) with the same "
+            "select and limit returns the first batch; with anything else, 422.",
+        ),
+    ] = None,
 ) -> JSONResponse:
+    idempotency = None
+    if idempotency_key:
+        request_asked = {"route": "POST /api/v1/scoring/sessions/rescore", "select": body.select, "limit": body.limit}
+        idempotency = IdempotencyKey(idempotency_key, scope=principal.name, request=request_asked)
     with transaction() as session:
         result = svc.rescore(
-            session, selection=body.select, triggered_by=principal.name, limit=body.limit, idempotency_key=idempotency_key
+            session, selection=body.select, triggered_by=principal.name, limit=body.limit, idempotency=idempotency
         )
         batch_id = result.batch.id if result.batch is not None else None
         out = RescoreOut(

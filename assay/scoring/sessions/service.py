@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import BadRequest, Conflict, NotFound
+from assay.scoring.idempotency import IdempotencyKey, batch_for, check_retry, hold
 from assay.scoring.kinds.alert_session import COMPLETED, KIND_NAME
 from assay.scoring.pipeline import ComponentRef, create_components, pending_score
 from assay.scoring.sessions import SUITE
@@ -232,16 +233,21 @@ def rescore(
     selection: RescoreSelection,
     triggered_by: str,
     limit: int | None = None,
-    idempotency_key: str | None = None,
+    idempotency: IdempotencyKey | None = None,
     suite: str = SUITE,
 ) -> Rescore:
     """One batch over existing items: the current item of every completed session that is
     ``unscored`` (no score at all), ``stale`` (latest score finished under another criteria hash)
     or ``failed`` (latest score failed or timed out). Sessions with a score in flight are skipped.
-    The caller commits and starts the batch's planner."""
-    if idempotency_key:
-        existing = session.scalar(select(Batch).where(Batch.idempotency_key == idempotency_key))
+    The caller commits and starts the batch's planner. With an Idempotency-Key, a retry (same
+    principal, same selection and limit) gets the first batch back; another request with the key, 422."""
+    fingerprint = None
+    if idempotency is not None:
+        fingerprint = idempotency.fingerprint()
+        hold(session, idempotency)
+        existing = batch_for(session, idempotency)
         if existing is not None:
+            check_retry(existing, idempotency, fingerprint)
             ids = [
                 sid
                 for (sid,) in session.execute(
@@ -280,7 +286,9 @@ def rescore(
         suite_name=record.name,
         criteria_hash=current,
         status="planning",
-        idempotency_key=idempotency_key,
+        idempotency_key=idempotency.key if idempotency is not None else None,
+        idempotency_scope=idempotency.scope if idempotency is not None else None,
+        idempotency_fingerprint=fingerprint,
         created_by=triggered_by[:255],
         total_items=len(chosen),
         planned_position=-1,
