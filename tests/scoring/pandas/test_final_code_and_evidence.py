@@ -107,3 +107,21 @@ def test_the_judge_reviews_the_final_code():
     item = PandasItem.model_validate(recovered(FIXED))
     inputs = get_kind("pandas_codegen").judge_inputs(item)
     assert inputs["GENERATED_CODE"] == FIXED
+
+
+def test_without_a_sandbox_correctness_fails_and_so_does_the_score():
+    from assay.scoring.pandas.execution import clear_caches
+    from assay.scoring.sandbox import SandboxClient, sandbox_client, set_sandbox_client
+
+    working = sandbox_client()
+    broken = SandboxClient(required=("a_layer_no_machine_has",))  # fails closed: the sandbox is unavailable
+    set_sandbox_client(broken)
+    clear_caches()
+    try:
+        scored = score_item(recovered(FIXED))
+    finally:
+        set_sandbox_client(working)
+        broken.close()
+    correctness = scored.components["correctness"]
+    assert correctness.status == "failed" and "the sandbox could not run the code" in correctness.reason
+    assert scored.total is None and not scored.passed
