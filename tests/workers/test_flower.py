@@ -58,7 +58,7 @@ class Process:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for_output(self, text: str, timeout: float = 60) -> None:
+    def wait_for_output(self, text: str, timeout: float = 120) -> None:  # two shared cores: be patient
         def seen() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"exited early:\n{self.output()[-3000:]}")
@@ -126,7 +126,7 @@ def test_flower_lists_every_worker_on_one_host_and_every_queue_with_its_depth(pr
         r = _get(f"{base}/api/workers", params={"refresh": "1"}, auth=auth)
         return set(r.json()) if r is not None and r.status_code == 200 and set(r.json()) >= expected else None
 
-    assert wait_for(listed, timeout=30, message="Flower to list the three workers") == expected
+    assert wait_for(listed, timeout=60, message="Flower to list the three workers") == expected
 
     r = httpx.get(f"{base}/api/queues/length", auth=auth, timeout=5)
     assert r.status_code == 200, r.text
