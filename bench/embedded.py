@@ -182,7 +182,7 @@ def completion_gaps(db: Path) -> list[float]:
         stamps = sorted(datetime.fromisoformat(row[0]) for row in conn.execute(
             "SELECT completed_at FROM scores WHERE completed_at IS NOT NULL"
         ))
-    return [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:])]
+    return [(b - a).total_seconds() for a, b in itertools.pairwise(stamps)]
 
 
 def run_workload(workload: Workload, count: int, concurrency: int, repo: Path) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -94,7 +93,7 @@ class WakingMemoryTransport(memory.Transport):
         try:
             self.cycle.get(self._deliver, timeout=timeout)
         except Empty:
-            raise socket.timeout() from None
+            raise TimeoutError from None  # socket.timeout, which the worker's loop expects
 
 
 def configure_environment(db_path: Path) -> None:

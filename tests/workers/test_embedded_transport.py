@@ -46,11 +46,13 @@ def _publish_later(queue: Queue, body: str, delay: float = 0.2) -> threading.Tim
 def test_a_waiting_consumer_is_woken_by_a_publish(polling_sleeps):
     queue = _queue()
     received: list[str] = []
-    with Connection("memory://", transport=WakingMemoryTransport) as conn:
-        with Consumer(conn, [queue], callbacks=[lambda body, message: (received.append(body), message.ack())]):
-            timer = _publish_later(queue, "first")
-            conn.drain_events(timeout=30)
-            timer.join()
+    with (
+        Connection("memory://", transport=WakingMemoryTransport) as conn,
+        Consumer(conn, [queue], callbacks=[lambda body, message: (received.append(body), message.ack())]),
+    ):
+        timer = _publish_later(queue, "first")
+        conn.drain_events(timeout=30)
+        timer.join()
     assert received == ["first"]
     assert polling_sleeps == []
 
@@ -85,10 +87,12 @@ def test_a_wake_up_with_nothing_to_take_returns_as_a_timeout(polling_sleeps):
     # The worker's loop needs control back between waits (to see a shutdown): a wake-up that brought
     # nothing for this consumer ends the call as a timeout, as a poll did.
     queue, other = _queue(), _queue()
-    with Connection("memory://", transport=WakingMemoryTransport) as conn:
-        with Consumer(conn, [queue], callbacks=[lambda body, message: message.ack()]):
-            timer = _publish_later(other, "not for this consumer")
-            with pytest.raises(TimeoutError):
-                conn.drain_events(timeout=30)
-            timer.join()
+    with (
+        Connection("memory://", transport=WakingMemoryTransport) as conn,
+        Consumer(conn, [queue], callbacks=[lambda body, message: message.ack()]),
+    ):
+        timer = _publish_later(other, "not for this consumer")
+        with pytest.raises(TimeoutError):
+            conn.drain_events(timeout=30)
+        timer.join()
     assert polling_sleeps == []
