@@ -41,6 +41,7 @@ from tests.scoring.sessions.helpers import (
 
 GOLDEN = REPO / "tests" / "scoring" / "sessions" / "golden" / "session_score.json"
 PROXY = ("10.255.255.254", 40000)
+ORIGIN = "http://testserver"  # the test client's own site
 
 
 @pytest.fixture
@@ -244,8 +245,9 @@ def test_golden_response_shape(api):
 @pytest.mark.parametrize(
     ("client_addr", "headers", "status", "who"),
     [
-        (PROXY, {"X-Forwarded-User": "alice", "X-Forwarded-Email": "alice@example.com"}, 202, "alice"),
-        (PROXY, {"X-Forwarded-Email": "bob@example.com"}, 202, "bob@example.com"),
+        # The proxy's users are browsers: a same-origin Origin (or the page's CSRF token) is required.
+        (PROXY, {"X-Forwarded-User": "alice", "X-Forwarded-Email": "alice@example.com", "Origin": ORIGIN}, 202, "alice"),
+        (PROXY, {"X-Forwarded-Email": "bob@example.com", "Origin": ORIGIN}, 202, "bob@example.com"),
         (PROXY, {"Authorization": f"Bearer {API_KEY}"}, 202, "api-client"),
         # Not from the trusted proxy: the headers are ignored, the key decides.
         (("192.0.2.7", 40000), {"X-Forwarded-User": "mallory", "Authorization": f"Bearer {API_KEY}"}, 202, "api-client"),
