@@ -569,7 +569,7 @@ def api(
         _fail(f"the settings are not valid: {problems}")
     if not settings.api_keys and not settings.trusted_proxies:
         console.print("[yellow]warning:[/yellow] no ASSAY_API_KEYS and no ASSAY_TRUSTED_PROXIES: every request will get 401")
-    elif not settings.api_keys and settings.session_secret is None:
+    elif not settings.api_keys and not (settings.session_secret and settings.session_secret.get_secret_value()):
         console.print(
             "[yellow]warning:[/yellow] no ASSAY_SESSION_SECRET (nor ASSAY_API_KEYS to derive one): the proxy's "
             "users get no CSRF token, and their changes are taken only with a same-origin Origin header"
