@@ -74,7 +74,8 @@ class LeaseKeeper:
         sent_at = time.monotonic()
         try:
             renewed = self._renew(list(snapshot))
-        except Exception as exc:  # the store is down: the leases run on; try again at the next beat
+        # The store is down (whatever the driver raises): the leases run on; the next beat tries again.
+        except Exception as exc:  # noqa: BLE001
             log.warning("could not renew %d task(s)' component leases: %s", len(snapshot), exc)
             return
         with self._lock:
