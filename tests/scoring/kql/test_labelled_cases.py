@@ -55,3 +55,15 @@ def test_kql_strict_refuses_different_results_that_the_design_suite_passes(score
         assert any(b.startswith("results_match: the results differ from the expected results") for b in strict["blockers"])
     high = [c.id for c in different if scores[c.id]["kql_strict"]["total"] >= 0.9]
     assert high, "some of them reach the threshold: only the pass rule stops them"
+
+
+def test_the_committed_secevents_files_are_what_the_generator_writes() -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "datasets" / "make_secevents.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
