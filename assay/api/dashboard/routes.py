@@ -23,8 +23,8 @@ from assay.api.dashboard import session as cookie
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.security_headers import SECURITY_HEADERS
-from assay.scoring import batches as svc
 from assay.api.throttle import TooManyFailures
+from assay.scoring import batches as svc
 from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound, Unauthorized
 from assay.scoring.kinds import get_kind
@@ -192,13 +192,13 @@ async def sign_in(request: Request) -> Response:
 
 @router.post("/sign-out")
 async def sign_out(request: Request) -> Response:
-    response = RedirectResponse("/dashboard/sign-in", status_code=303)
     """Ends the session in the store (its cookie is refused from now on, by every API process) and
     clears the cookie. Like every request that changes something, it needs the CSRF token or a
     same-origin Origin (assay.api.csrf)."""
     data = cookie.signed(request, get_settings())
     if data is not None:
         await run_in_threadpool(cookie.revoke, data)
+    response = RedirectResponse("/dashboard/sign-in", status_code=303)
     cookie.clear_cookie(response)
     return response
 
