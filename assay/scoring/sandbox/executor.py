@@ -616,4 +616,8 @@ def main() -> None:
         executor.start()
         serve(executor, in_fd, out_fd)
     finally:
+        # The parent-death signal comes once per parent thread that exits (a killed multi-threaded
+        # worker hands this process from thread to thread as they die): a second one must not cut
+        # the clean-up short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutil.rmtree(workdir, ignore_errors=True)
