@@ -25,7 +25,8 @@ import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 
-from tests.conftest import API_KEY, REPO, wait_for, worker_env
+from tests.conftest import API_KEY, REPO, worker_env
+from tests.dashboard.support import api_process, free_port
 
 GOOD = {"id": "q1", "prompt": "Count storms", "generated_kql": "StormEvents | count", "expected_kql": "StormEvents | count"}
 BODY = (json.dumps(GOOD) + "\n").encode()
@@ -81,39 +82,9 @@ def unsafe_routes(app) -> list[tuple[str, str]]:
 # --- 1. the trusted proxy: judged by the real socket peer ---------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def assay_api(trusted_proxies: list[str], tmp_path: Path) -> Iterator[str]:
+def assay_api(trusted_proxies: list[str], tmp_path: Path):  # type: ignore[no-untyped-def]
     """A real ``assay api`` process on a free loopback port, on this run's database."""
-    port = _free_port()
-    log = tmp_path / f"api-{port}.log"
-    env = worker_env({"ASSAY_TRUSTED_PROXIES": json.dumps(trusted_proxies)})
-    with log.open("wb") as handle:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "assay"), "api", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        url = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"assay api exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        try:
-            wait_for(up, timeout=60, message="assay api to start")
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
+    return api_process(worker_env({"ASSAY_TRUSTED_PROXIES": json.dumps(trusted_proxies)}), log=tmp_path / "api.log")
 
 
 def test_assay_api_takes_no_proxy_identity_from_a_forged_forwarded_for(clean_db, tmp_path):
@@ -440,7 +411,7 @@ def test_keys_shorter_than_32_characters_are_refused():
 def test_assay_api_refuses_to_start_with_a_short_key():
     env = worker_env({"ASSAY_API_KEYS": '["too-short"]'})
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "assay"), "api", "--port", str(_free_port())],
+        [str(Path(sys.executable).parent / "assay"), "api", "--port", str(free_port())],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2

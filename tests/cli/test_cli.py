@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, REPO, wait_for, worker_env
+from tests.dashboard.support import api_process, free_port
 
 EXAMPLES = REPO / "examples" / "kql_items.jsonl"
 
@@ -29,33 +29,10 @@ def assay(*args: str, env: dict | None = None, cwd: Path | None = None, timeout:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def api_server(clean_db):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "assay.cli", "api", "--port", str(port)],
-        env=worker_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def up():
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, timeout=30, message="the API to start")
+    with api_process() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_help_lists_every_command():

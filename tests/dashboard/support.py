@@ -1,5 +1,5 @@
-"""Shared by the dashboard, report and metrics tests: in-process scoring of a batch, and the API
-(``app_factory.make_app``) as a subprocess."""
+"""Shared by the dashboard, report and metrics tests: in-process scoring of a batch, and the API as an
+``assay api`` subprocess."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from tests.dashboard.app_factory import make_app  # noqa: F401
 
 
 def judge_runtime(base_url: str) -> Any:
+    from assay.scoring.judge.retry import RetryPolicy
     from assay.scoring.judge.service import make_client
     from assay.scoring.judge.wiring import build_breaker, build_governor
-    from assay.scoring.judge.retry import RetryPolicy
     from assay.scoring.scorer import JudgeRuntime
     from assay.scoring.suites import load_model_catalog
     from assay.settings import get_settings
@@ -87,14 +87,12 @@ def free_port() -> int:
 
 @contextmanager
 def api_process(env: dict[str, str] | None = None, log: Path | None = None) -> Iterator[str]:
-    """uvicorn serving ``make_app`` on a free loopback port; yields its base URL."""
+    """A real ``assay api`` process (the command an operator runs) on a free loopback port; yields its
+    base URL."""
     port = free_port()
     handle = log.open("ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "uvicorn", "tests.dashboard.app_factory:make_app", "--factory",
-            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-        ],
+        [sys.executable, "-m", "assay.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
         env=env or worker_env(),
         cwd=REPO,
         stdout=handle,
