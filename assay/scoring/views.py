@@ -78,18 +78,29 @@ def live_lines(score: Score, kind: Any, threshold: float) -> list[str]:
     return [live_line(score, threshold)]
 
 
+def verdict(score: Score, threshold: float) -> str:
+    """A finished score's verdict as the live lines show it: ``PASS ≥90%``, ``FAIL <90%``, or, when the
+    total reached the threshold but a pass blocker stopped the item, ``FAIL: <blocker>`` (``FAIL <90%;
+    <blocker>`` when both)."""
+    mark = f"{100 * threshold:g}%"
+    if score.passed:
+        return f"PASS ≥{mark}"
+    blocker = " ".join((score.error_message or "").split())
+    if score.total is not None and score.total < threshold - 1e-12:
+        return f"FAIL <{mark}" + (f"; {blocker}" if blocker else "")
+    return f"FAIL: {blocker or 'blocked by the pass rule'}"
+
+
 def live_line(score: Score, threshold: float) -> str:
     """Design 000's live line: ``Score: 92.5% (PASS ≥90%)`` plus the component percentages."""
     if score.status != "completed" or score.total is None:
         return f"{score.status.upper()}: {score.error_message or ''}".strip()
-    verdict = "PASS" if score.passed else "FAIL"
-    op = "≥" if score.passed else "<"
     parts = " | ".join(
         f"{c.component}: {round(100 * c.score)}%" if c.score is not None else f"{c.component}: {c.status}"
         for c in score.components
     )
     partial = " (partial)" if score.partial else ""
-    return f"Score: {100 * score.total:.1f}% ({verdict} {op}{100 * threshold:.0f}%){partial} — {parts}"
+    return f"Score: {100 * score.total:.1f}% ({verdict(score, threshold)}){partial} — {parts}"
 
 
 def batch_view(batch: Batch, progress: dict[str, Any] | None = None) -> dict[str, Any]:

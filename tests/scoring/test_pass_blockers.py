@@ -52,3 +52,22 @@ def test_a_skipped_component_naming_a_blocker_keeps_the_item_from_passing(clean_
     score, _ = _finished(scores[0])
     assert score.partial is True and score.total == 1.0 and score.passed is False
     assert score.error_message == "results_match: no execution evidence"
+
+
+def test_the_live_line_of_a_blocked_item_names_the_blocker_not_the_threshold(clean_db):
+    """A kind without live lines of its own (pandas, alert sessions) shows the generic line: an item
+    whose total reached the threshold but was blocked must not read "below the threshold"."""
+    from assay.scoring.views import live_line
+
+    batch_id, scores = make_batch(1)
+    land_all(
+        plan_all(batch_id),
+        lambda ref: ComponentResult.skipped("no reference", pass_blocker="correctness could not be established")
+        if ref.component == "results_match"
+        else ComponentResult.ok(1.0),
+    )
+    with transaction() as s:
+        score = s.get(Score, scores[0])
+        line = live_line(score, 0.9)
+    assert line.startswith("Score: 100.0% (FAIL: results_match: correctness could not be established) (partial)")
+    assert "<90%" not in line

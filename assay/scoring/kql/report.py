@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from assay.scoring.store.models import ACTIVE_SCORE_STATUSES, Score
+from assay.scoring.views import verdict
 
 __all__ = ["COMPONENT_COLUMNS", "LIVE_LABELS", "REPORT_COLUMNS", "kql_live_lines", "kql_report_row"]
 
@@ -161,16 +162,8 @@ def kql_live_lines(score: Score, threshold: float) -> list[str]:
 
     by_name = {c.component: c for c in score.components}
     lines.append(_execution_line(payload, by_name))
-    if score.passed:
-        verdict = f"PASS ≥{_percent_threshold(threshold)}"
-    elif score.total < threshold - 1e-12:
-        verdict = f"FAIL <{_percent_threshold(threshold)}"
-        if score.error_message:  # a pass blocker as well
-            verdict += f"; {_one_line(score.error_message)}"
-    else:  # the total reached the threshold, but the pass rule blocked the item
-        verdict = f"FAIL: {_one_line(score.error_message or 'blocked by the pass rule')}"
     partial = " (partial)" if score.partial else ""
-    lines.append(f"Score: {100 * score.total:.1f}% ({verdict}){partial}")
+    lines.append(f"Score: {100 * score.total:.1f}% ({verdict(score, threshold)}){partial}")
     parts = []
     for label, name in LIVE_LABELS.items():
         comp = by_name.get(name)
@@ -190,10 +183,6 @@ def _percent(value: float) -> str:
     if shown == 100 and value < 1.0:
         shown = 99  # never show a full mark that was not earned
     return f"{shown}%"
-
-
-def _percent_threshold(threshold: float) -> str:
-    return f"{100 * threshold:g}%"
 
 
 def _execution_line(payload: Mapping[str, Any], by_name: Mapping[str, Any]) -> str:
