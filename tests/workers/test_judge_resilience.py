@@ -8,7 +8,6 @@ import shutil
 import time
 import uuid
 
-import pytest
 import yaml
 
 from tests.conftest import REPO, TEST_DB, wait_for
@@ -20,7 +19,9 @@ def unique_items(n: int) -> bytes:
     base = [json.loads(line) for line in EXAMPLES.read_text().splitlines()]
     lines = []
     for i in range(n):
-        item = dict(base[i % len(base)], prompt=f"{base[i % len(base)]['prompt']} #{i}")
+        # Unique ids too: ids are unique within an upload.
+        source = base[i % len(base)]
+        item = dict(source, id=f"{source['id']}-{i}", prompt=f"{source['prompt']} #{i}")
         lines.append(json.dumps(item))
     return ("\n".join(lines) + "\n").encode()
 

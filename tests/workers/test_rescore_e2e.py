@@ -20,6 +20,7 @@ from assay.scoring.suites import load_suite
 from assay.settings import get_settings
 from tests.conftest import wait_for, worker_env
 from tests.workers.test_end_to_end import EXAMPLES, submit, wait_finished
+from tests.workers.test_judge_resilience import unique_items
 
 CONFIG = get_settings().config_dir
 NEW_MODEL = "claude-sonnet-5-5"
@@ -173,7 +174,7 @@ def test_two_beats_fire_the_nightly_run_once(clean_db, live_worker_factory, tmp_
 def test_budget_stops_a_live_batch_and_resume_finishes_it(api_client, live_worker_factory, fake_judge):
     live_worker_factory(judge_env(fake_judge), concurrency=1)
     fake_judge.configure(latency=0.2)
-    body = b"".join([EXAMPLES.read_bytes()] * 3)  # 12 items; one judgment costs ~$0.0005 with haiku
+    body = unique_items(12)  # one judgment costs ~$0.0005 with haiku
     r = api_client.post("/api/v1/batches", params={"suite": "kql", "budget_usd": 0.0001}, content=body)
     assert r.status_code == 202, r.text
     accepted = r.json()
@@ -194,5 +195,5 @@ def test_budget_stops_a_live_batch_and_resume_finishes_it(api_client, live_worke
     assert resumed.status_code == 200, resumed.text
     view = wait_finished(api_client, accepted["batch_id"], timeout=120)
     assert view["status"] == "completed" and view["progress"]["completed"] == 12
-    # Each distinct prompt judged once: the resumed scores' calls were never made before.
-    assert fake_judge.calls()["total"] == 12 and set(fake_judge.calls()["counts"].values()) == {3}
+    # Each item judged once: the resumed scores' calls were never made before.
+    assert fake_judge.calls()["total"] == 12 and set(fake_judge.calls()["counts"].values()) == {1}
