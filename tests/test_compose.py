@@ -194,6 +194,12 @@ def check_app_services_build_and_run_assay(c: dict[str, Any], dockerfile_text: s
     return problems
 
 
+def _workers(c: dict[str, Any]) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """Every service that runs ``assay worker``, by name: (name, service, its command's tokens)."""
+    services = ((name, service, _tokens(service.get("command"))) for name, service in sorted(c["services"].items()))
+    return [(name, service, tokens) for name, service, tokens in services if tokens and tokens[0] == "worker"]
+
+
 def check_worker_queues(c: dict[str, Any]) -> list[str]:
     from assay.workers.app import Queue
 
@@ -202,10 +208,7 @@ def check_worker_queues(c: dict[str, Any]) -> list[str]:
     if real != {"metrics", "judge", "control"}:
         problems.append(f"the Celery queues changed: {sorted(real)}; update this test and the compose file")
     consumed: set[str] = set()
-    for name, service in sorted(c["services"].items()):
-        tokens = _tokens(service.get("command"))
-        if not tokens or tokens[0] != "worker":
-            continue
+    for name, service, tokens in _workers(c):
         queues = _option_value(tokens, "--queues")
         if queues is None:
             problems.append(f"{name}: worker without --queues (would take every queue)")
@@ -231,10 +234,7 @@ def check_worker_node_names(c: dict[str, Any]) -> list[str]:
     pings that name: two workers under one name are one worker to Flower and to inspect ping."""
     problems = []
     seen: dict[str, str] = {}
-    for name, service in sorted(c["services"].items()):
-        tokens = _tokens(service.get("command"))
-        if not tokens or tokens[0] != "worker":
-            continue
+    for name, service, tokens in _workers(c):
         node = _option_value(tokens, "--name")
         if node is None:
             problems.append(f"{name}: worker without a fixed --name for its healthcheck to ping")
