@@ -50,6 +50,9 @@ LANDED_COMPONENT_STATUSES = ("ok", "failed", "skipped", "cancelled")
 BATCH_STATUSES = ("planning", "running", "completed", "cancelled", "failed", "budget_exhausted")
 JUDGE_LANES = ("realtime", "batch")
 PROVIDER_BATCH_STATUSES = ("creating", "in_progress", "ended", "processed", "failed")
+SUITE_ORIGINS = ("file", "api", "path")
+SUITE_STATES = ("active", "disabled", "deleted")
+SUITE_BODY_FORMATS = ("yaml", "json")
 
 
 def utcnow() -> datetime:
@@ -74,15 +77,45 @@ class CriteriaDefinition(Base):
 
 
 class SuiteRecord(Base):
-    """A suite's *current* criteria hash, registered by the API and beat from the YAML."""
+    """A suite's *current* criteria hash. ``origin`` says where it came from: a file in
+    ``config/suites/`` (registered by the API and beat), a request body (``api``: every version in
+    ``suite_versions``), or a suite file given by path to ``assay run`` (``path``, embedded mode)."""
 
     __tablename__ = "suites"
+    __table_args__ = (
+        CheckConstraint(_in("origin", SUITE_ORIGINS), name="origin"),
+        CheckConstraint(_in("state", SUITE_STATES), name="state"),
+    )
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     kind: Mapped[str] = mapped_column(String(40))
     current_criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
     options: Mapped[dict[str, Any]]
+    origin: Mapped[str] = mapped_column(String(10), default="file", server_default=text("'file'"))
+    # Set through the API for API suites; a file suite is disabled by ``enabled: false`` in its file
+    # (``options``). A deleted suite keeps its row, so its scores stay readable and its name reserved.
+    state: Mapped[str] = mapped_column(String(10), default="active", server_default=text("'active'"))
+    created_by: Mapped[str | None] = mapped_column(String(255))
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class SuiteVersion(Base):
+    """One body registered through the API under a suite name, as sent, with what it resolved to."""
+
+    __tablename__ = "suite_versions"
+    __table_args__ = (
+        CheckConstraint(_in("body_format", SUITE_BODY_FORMATS), name="body_format"),
+        CheckConstraint("version >= 1", name="version"),
+    )
+
+    suite_name: Mapped[str] = mapped_column(ForeignKey("suites.name"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    body: Mapped[str] = mapped_column(Text)
+    body_format: Mapped[str] = mapped_column(String(4))
+    criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
+    options: Mapped[dict[str, Any]]
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Dataset(Base):
