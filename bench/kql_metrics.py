@@ -36,7 +36,7 @@ EVENTS = ["Hail", "Flood", "Tornado", "Heat", "Blizzard", "Drought", "Lightning"
 
 def metric(name: str, args: dict[str, object]) -> object:
     """The metric as the code registers it now (its current version)."""
-    return build_metric(name, registered_metrics()[name][0], args, "kql")
+    return build_metric(name, registered_metrics()[name].version, args, "kql")
 
 
 def metrics(strict: bool) -> dict[str, object]:

@@ -312,7 +312,7 @@ def _check_metrics(spec: _SuiteFile, source: str) -> None:
             continue
         if comp.metric not in known:
             raise CriteriaError(f"{source}: component {name!r} names unknown metric {comp.metric!r}")
-        version, kinds = known[comp.metric]
+        version, kinds = known[comp.metric].version, known[comp.metric].kinds
         if comp.version != version:
             raise CriteriaError(
                 f"{source}: component {name!r} asks for {comp.metric} version {comp.version}, this code has {version}"

@@ -11,7 +11,7 @@ from assay.scoring.suites import canonical_json, list_suite_names, load_suite, p
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
 
-SCHEMA_MATCH_VERSION = registered_metrics()["kql.schema_match"][0]
+SCHEMA_MATCH_VERSION = registered_metrics()["kql.schema_match"].version
 
 BASE = """
 name: t

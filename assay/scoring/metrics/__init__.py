@@ -1,5 +1,29 @@
 """Deterministic metrics: registered factories with a replayable spec (name, version, args)."""
 
-from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric, metric, registered_metrics
+from assay.scoring.metrics.registry import (
+    ComponentResult,
+    ItemRef,
+    MetricContext,
+    MetricInfo,
+    PluginRef,
+    build_metric,
+    check_component_metric,
+    metric,
+    register_metric,
+    registered_metrics,
+    resolve_arg,
+)
 
-__all__ = ["ComponentResult", "MetricContext", "build_metric", "metric", "registered_metrics"]
+__all__ = [
+    "ComponentResult",
+    "ItemRef",
+    "MetricContext",
+    "MetricInfo",
+    "PluginRef",
+    "build_metric",
+    "check_component_metric",
+    "metric",
+    "register_metric",
+    "registered_metrics",
+    "resolve_arg",
+]

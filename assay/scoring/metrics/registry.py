@@ -1,21 +1,28 @@
 """The metric registry.
 
-A metric is registered as a *factory*: ``factory(**args)`` returns a callable that scores one item.
-The spec stored in the criteria (``metric``, ``version``, ``args``) is enough to rebuild the very same
-callable in any process, which is how workers score from the stored criteria content.
+A metric is registered as a *factory* that returns a callable scoring one item. The spec stored in
+the criteria (``metric``, ``version``, ``args`` and, for a plug-in metric, the plug-in's distribution
+and version) is enough to rebuild the very same callable in any process, which is how workers score
+from the stored criteria content.
+
+A metric registered with an ``args_model`` (a pydantic model) gets its arguments validated by it and
+the factory is called with the validated model instance; without one (the kinds' own metrics) the
+factory is called as ``factory(**args)``. An argument may name a per-item value (:class:`ItemRef`,
+written ``{from: expected}`` or ``{from: metadata.KEY}`` in a suite) that the metric resolves for
+each item with :func:`resolve_arg`.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from assay.scoring.errors import CriteriaError
+from assay.scoring.errors import AssayError, CriteriaError
 
 ComponentStatus = Literal["ok", "failed", "skipped"]
 
@@ -81,26 +88,80 @@ Metric = Callable[[BaseModel, MetricContext], ComponentResult]
 MetricFactory = Callable[..., Metric]
 
 
+class PluginRef(BaseModel):
+    """The installed distribution a plug-in metric comes from; stored in the criteria (hashed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    distribution: str = Field(..., min_length=1)
+    version: str = Field(..., min_length=1)
+
+    def __str__(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What the registry knows about one metric (``plugin`` None: it ships with Assay)."""
+
+    version: int
+    kinds: frozenset[str]
+    args_model: type[BaseModel] | None
+    plugin: PluginRef | None
+
+
 @dataclass(frozen=True)
 class _Registration:
     factory: MetricFactory
-    version: int
-    kinds: frozenset[str]
+    info: MetricInfo
 
 
 _REGISTRY: dict[str, _Registration] = {}
 
 # Modules that register metrics on import; imported lazily so the registry has no import cycles.
-_METRIC_MODULES = ("assay.scoring.kinds.kql", "assay.scoring.kinds.pandas_codegen")
+_METRIC_MODULES = (
+    "assay.scoring.kinds.kql",
+    "assay.scoring.kinds.pandas_codegen",
+    "assay.scoring.metrics.library",
+)
 
 
-def metric(name: str, *, version: int, kinds: tuple[str, ...]) -> Callable[[MetricFactory], MetricFactory]:
-    """Register ``factory`` under ``name``. Bump ``version`` whenever the metric's output can change."""
+def register_metric(
+    name: str,
+    *,
+    version: int,
+    kinds: tuple[str, ...] | frozenset[str],
+    factory: MetricFactory,
+    args_model: type[BaseModel] | None = None,
+    plugin: PluginRef | None = None,
+) -> None:
+    """Register ``factory`` under ``name``. Bump ``version`` whenever the metric's output can change.
+
+    Registering the same factory again with the same settings is a no-op (a module imported twice);
+    anything else under a taken name is refused, so a plug-in can never replace a metric."""
+    if not name or name != name.strip():
+        raise ValueError(f"a metric name is a non-empty string without surrounding spaces, got {name!r}")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"metric {name!r}: version is an integer >= 1, got {version!r}")
+    if not kinds:
+        raise ValueError(f"metric {name!r}: name at least one kind it scores")
+    if args_model is not None and not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+        raise ValueError(f"metric {name!r}: args_model must be a pydantic model class")
+    registration = _Registration(factory, MetricInfo(version, frozenset(kinds), args_model, plugin))
+    existing = _REGISTRY.get(name)
+    if existing is not None and existing != registration:
+        origin = f"plug-in {existing.info.plugin}" if existing.info.plugin else "Assay"
+        raise RuntimeError(f"metric {name!r} is registered twice (it is already registered by {origin})")
+    _REGISTRY[name] = registration
+
+
+def metric(
+    name: str, *, version: int, kinds: tuple[str, ...], args_model: type[BaseModel] | None = None
+) -> Callable[[MetricFactory], MetricFactory]:
+    """Decorator form of :func:`register_metric` for metrics that ship with Assay."""
 
     def register(factory: MetricFactory) -> MetricFactory:
-        if name in _REGISTRY and _REGISTRY[name].factory is not factory:
-            raise RuntimeError(f"metric {name!r} is registered twice")
-        _REGISTRY[name] = _Registration(factory, version, frozenset(kinds))
+        register_metric(name, version=version, kinds=kinds, factory=factory, args_model=args_model)
         return factory
 
     return register
@@ -111,24 +172,137 @@ def _load_all() -> None:
         importlib.import_module(module)
 
 
-def registered_metrics() -> dict[str, tuple[int, frozenset[str]]]:
+def registered_metrics() -> dict[str, MetricInfo]:
     _load_all()
-    return {name: (reg.version, reg.kinds) for name, reg in _REGISTRY.items()}
+    return {name: reg.info for name, reg in _REGISTRY.items()}
 
 
-def build_metric(name: str, version: int, args: dict[str, Any], kind: str) -> Metric:
-    """Rebuild a metric from its stored spec; a spec this code cannot honour is a criteria error."""
+def check_component_metric(component: str, metric: str, version: int, args: dict[str, Any], kind: str) -> PluginRef | None:
+    """Check a suite component's metric spec when the suite is resolved; returns the plug-in the
+    metric comes from (to store in the criteria), None for a metric that ships with Assay.
+
+    The factory is built once, so whatever it checks (a regex that does not compile, a schema with
+    a remote ``$ref``) makes the suite invalid here rather than failing every item later."""
     _load_all()
+    reg = _REGISTRY.get(metric)
+    try:
+        _build(metric, version, args, kind, reg.info.plugin if reg is not None else None)
+    except CriteriaError as exc:
+        raise CriteriaError(f"component {component!r}: {exc.message}") from exc
+    assert reg is not None
+    return reg.info.plugin
+
+
+def build_metric(name: str, version: int, args: dict[str, Any], kind: str, plugin: PluginRef | None = None) -> Metric:
+    """Rebuild a metric from its stored spec; a spec this process cannot honour (unknown metric,
+    another version, a plug-in that is missing or at another version, bad arguments) is a criteria
+    error, which the scorer turns into a failed component."""
+    _load_all()
+    return _build(name, version, args, kind, plugin)
+
+
+def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: PluginRef | None) -> Metric:
     reg = _REGISTRY.get(name)
     if reg is None:
-        raise CriteriaError(f"unknown metric {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    if reg.version != version:
+        needed = f" (it comes from plug-in {plugin}, which is not installed here)" if plugin else ""
+        raise CriteriaError(f"unknown metric {name!r}{needed}; known: {', '.join(sorted(_REGISTRY))}")
+    info = reg.info
+    if info.plugin != plugin:
+        raise CriteriaError(f"metric {name!r} comes from {_origin(plugin)} in the criteria but from {_origin(info.plugin)} here")
+    if info.version != version:
         raise CriteriaError(
-            f"metric {name!r} is at version {reg.version} in this code but the criteria ask for version {version}"
+            f"metric {name!r} is at version {info.version} in this code but the criteria ask for version {version}"
         )
-    if kind not in reg.kinds:
-        raise CriteriaError(f"metric {name!r} does not score items of kind {kind!r}")
+    if kind not in info.kinds:
+        raise CriteriaError(f"metric {name!r} does not score items of kind {kind!r}; it scores {', '.join(sorted(info.kinds))}")
+    if not isinstance(args, Mapping):
+        raise CriteriaError(f"metric {name!r}: args must be a mapping, got {type(args).__name__}")
+    if info.args_model is None:
+        try:
+            return reg.factory(**args)
+        except TypeError as exc:
+            raise CriteriaError(f"bad arguments for metric {name!r}: {exc}") from exc
     try:
-        return reg.factory(**args)
-    except TypeError as exc:
-        raise CriteriaError(f"bad arguments for metric {name!r}: {exc}") from exc
+        validated = info.args_model.model_validate(dict(args))
+    except ValidationError as exc:
+        raise CriteriaError(f"metric {name!r}: {_arg_errors(exc)}") from exc
+    try:
+        return _reports_missing_values(reg.factory(validated))
+    except ValueError as exc:
+        # A factory's own check of validated args (e.g. a cross-field rule) names what is wrong.
+        raise CriteriaError(f"metric {name!r}: {exc}") from exc
+
+
+def _origin(plugin: PluginRef | None) -> str:
+    return f"plug-in {plugin}" if plugin else "Assay itself"
+
+
+def _arg_errors(exc: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(["args", *(str(p) for p in err["loc"])])
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+# --- per-item argument values --------------------------------------------------------------------
+
+_ITEM_FIELDS = ("input", "output", "expected", "context")
+
+
+class ItemRef(BaseModel):
+    """An argument naming a per-item value: ``{from: expected}``, ``{from: input}``,
+    ``{from: output}``, ``{from: context}`` or ``{from: metadata.KEY}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    from_: str = Field(..., alias="from")
+
+    @field_validator("from_")
+    @classmethod
+    def _known_field(cls, value: str) -> str:
+        if value in _ITEM_FIELDS:
+            return value
+        if value.startswith("metadata.") and len(value) > len("metadata."):
+            return value
+        raise ValueError(f"'from' names one of {', '.join(_ITEM_FIELDS)} or metadata.KEY, got {value!r}")
+
+    def __str__(self) -> str:
+        return self.from_
+
+
+class MissingItemValue(AssayError):
+    """An :class:`ItemRef` named a value the item does not have. A metric built from an args model
+    reports it as a skipped component with this reason (the item lacks what the metric needs)."""
+
+    status_code = 422
+    code = "missing_item_value"
+
+
+def resolve_arg(value: Any, item: BaseModel) -> Any:
+    """``value`` itself, or for an :class:`ItemRef` the item's value it names; raises
+    :class:`MissingItemValue` when the item has no such value."""
+    if not isinstance(value, ItemRef):
+        return value
+    ref = value.from_
+    if ref.startswith("metadata."):
+        key = ref[len("metadata.") :]
+        metadata = getattr(item, "metadata", None) or {}
+        if key not in metadata:
+            raise MissingItemValue(f"the item has no metadata.{key}")
+        return metadata[key]
+    found = getattr(item, ref, None)
+    if found is None:
+        raise MissingItemValue(f"the item has no {ref}")
+    return found
+
+
+def _reports_missing_values(score: Metric) -> Metric:
+    def run(item: BaseModel, ctx: MetricContext) -> ComponentResult:
+        try:
+            return score(item, ctx)
+        except MissingItemValue as exc:
+            return ComponentResult.skipped(exc.message)
+
+    return run
+

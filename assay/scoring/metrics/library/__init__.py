@@ -1,0 +1,1 @@
+"""Assay's library of deterministic metrics for the generic kind (importing it registers them)."""
