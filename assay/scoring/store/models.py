@@ -282,6 +282,11 @@ class ScoreComponent(Base):
     provider_batch_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("provider_batches.id", ondelete="SET NULL"), index=True
     )
+    # A judge component's raw answer when it was unusable (kept for a look; per judge component).
+    raw_output: Mapped[str | None] = mapped_column(Text)
+    # Set when a re-score copied this result from an earlier score of the same item whose component
+    # had the same fingerprint: the score whose run computed it. No foreign key: that score is history.
+    carried_over_from: Mapped[uuid.UUID | None] = mapped_column(Uuid)
 
     parent: Mapped[Score] = relationship(back_populates="components")
 
