@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -30,6 +30,8 @@ if os.environ.get(MULTIPROC_ENV):
 from prometheus_client import CollectorRegistry, Counter, Histogram  # noqa: E402
 from prometheus_client.core import GaugeMetricFamily  # noqa: E402
 from prometheus_client.registry import Collector  # noqa: E402
+
+from assay.scoring.pricing import cost_usd  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -207,19 +209,25 @@ def judge_usage(model: str, usage: Any, price: Any = None) -> None:
             JUDGE_TOKENS.labels(model, label).inc(int(value))
             spent[field] = int(value)
     if price is not None and spent:
-        from assay.scoring.judge.service import cost_usd
-
         JUDGE_COST.labels(model).inc(cost_usd(spent, price))
 
 
 # --- read at scrape time -----------------------------------------------------------------------------------
 
 
-class LiveCollector(Collector):
-    """Queue depth per queue and the judge breaker per model, read from Redis at each scrape."""
+BreakerStatus = Callable[[], list[dict[str, Any]]]
 
-    def __init__(self, settings: Any) -> None:
+
+class LiveCollector(Collector):
+    """Queue depth per queue and the judge breaker per model, read from Redis at each scrape.
+
+    ``breaker_status`` returns one row per model (``model``, ``state``, ``failures``); the caller passes
+    it (the judge's breaker) because this module imports no judge module: the judge records its
+    metrics here, so an import the other way would make a cycle."""
+
+    def __init__(self, settings: Any, breaker_status: BreakerStatus | None = None) -> None:
         self.settings = settings
+        self.breaker_status = breaker_status
 
     def collect(self) -> Iterator[Any]:
         up = GaugeMetricFamily("assay_metrics_source_up", "1 when /metrics could read this source.", labels=["source"])
@@ -240,10 +248,11 @@ class LiveCollector(Collector):
         except Exception as exc:
             log.warning("metrics: cannot read queue depth: %s", exc)
             up.add_metric(["broker"], 0)
+        if self.breaker_status is None:
+            yield up
+            return
         try:
-            from assay.scoring.judge.wiring import build_breaker
-
-            rows = build_breaker(self.settings).status()
+            rows = self.breaker_status()
             state = GaugeMetricFamily(
                 "assay_judge_breaker_state",
                 "Judge circuit breaker per model: 1 for its current state (closed, open, half_open), else 0.",
@@ -293,9 +302,9 @@ def multiprocess_dir() -> str | None:
     return path if path and os.path.isdir(path) else None
 
 
-def render(settings: Any) -> tuple[bytes, str]:
+def render(settings: Any, breaker_status: BreakerStatus | None = None) -> tuple[bytes, str]:
     """The ``/metrics`` body and its content type: every process's counts (multiprocess mode) or this
-    process's, plus the live gauges."""
+    process's, plus the live gauges (the breaker's when ``breaker_status`` is given)."""
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
     from prometheus_client import multiprocess
 
@@ -306,7 +315,7 @@ def render(settings: Any) -> tuple[bytes, str]:
     else:
         body = generate_latest(REGISTRY)
     live = CollectorRegistry(auto_describe=False)
-    live.register(LiveCollector(settings))
+    live.register(LiveCollector(settings, breaker_status))
     return body + generate_latest(live), CONTENT_TYPE_LATEST
 
 

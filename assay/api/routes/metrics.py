@@ -9,6 +9,7 @@ from fastapi.responses import Response
 from assay import observability
 from assay.api.auth import require_principal
 from assay.api.json_body import StrictJsonRoute
+from assay.scoring.judge.wiring import build_breaker
 from assay.settings import get_settings
 
 router = APIRouter(tags=["metrics"], route_class=StrictJsonRoute)
@@ -33,5 +34,6 @@ async def metrics(request: Request) -> Response:
         await require_principal(request)
     from starlette.concurrency import run_in_threadpool
 
-    body, content_type = await run_in_threadpool(observability.render, settings)
+    # Built inside the scrape so that a breaker store that cannot be reached shows as a source down.
+    body, content_type = await run_in_threadpool(observability.render, settings, lambda: build_breaker(settings).status())
     return Response(body, media_type=content_type)

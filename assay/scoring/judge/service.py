@@ -27,11 +27,10 @@ from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
 from assay.scoring.judge.retry import (
     RetryPolicy, exception_retry_after, is_outage, is_rate_limited, is_transient, retrying,
 )
+from assay.scoring.pricing import USAGE_FIELDS, cost_usd
 from assay.scoring.suites import ModelPrice
 
 log = logging.getLogger(__name__)
-
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 @dataclass(frozen=True)
@@ -82,15 +81,6 @@ class JudgeDeferred(Exception):
 def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
     """An SDK client that never retries on its own: ``retry.py`` owns retries, so they don't multiply."""
     return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
-
-
-def cost_usd(usage: dict[str, int], price: ModelPrice) -> float:
-    return (
-        usage.get("input_tokens", 0) * price.input_per_mtok
-        + usage.get("output_tokens", 0) * price.output_per_mtok
-        + usage.get("cache_read_input_tokens", 0) * price.cache_read_per_mtok
-        + usage.get("cache_creation_input_tokens", 0) * price.cache_write_per_mtok
-    ) / 1_000_000
 
 
 @functools.lru_cache(maxsize=64)
