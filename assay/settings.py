@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     max_session_bytes: int = Field(
         32 * 1024**2, description="Largest alert session accepted by POST /api/v1/sessions (the request body), in bytes."
     )
+    max_suite_bytes: int = Field(
+        1024**2, ge=1, description="Largest suite body accepted by POST /api/v1/suites and /validate, in bytes."
+    )
     max_body_bytes: int = Field(
         16 * 1024**2,
         ge=1,

@@ -14,7 +14,7 @@ from assay.api.dashboard import install as install_dashboard
 from assay.api.docs import install as install_docs
 from assay.api.errors import install_error_handlers
 from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
-from assay.api.routes import criteria
+from assay.api.routes import criteria, suites
 from assay.api.security import install_security
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
@@ -64,6 +64,7 @@ def create_app() -> FastAPI:
     app.include_router(reports.router)
     app.include_router(rescore.router)
     app.include_router(metrics.router)
+    app.include_router(suites.router)
     install_dashboard(app)
     install_docs(app)
     install_body_limits(app)  # last, so the outermost middleware: it counts a body before anything reads it

@@ -29,8 +29,11 @@ def register_criteria(session: Session, criteria: Criteria) -> str:
     return criteria_hash
 
 
-def register_suite(session: Session, suite: Suite) -> str:
-    """Store the suite's criteria (once per hash) and make its hash the suite's current one."""
+def register_suite(session: Session, suite: Suite, *, origin: str = "file", created_by: str | None = None) -> str:
+    """Store the suite's criteria (once per hash) and make its hash the suite's current one, active.
+
+    ``origin`` is where the suite came from: ``file`` (config/suites/), ``api`` (see
+    ``assay.scoring.api_suites``, which keeps the versions) or ``path`` (a suite file run by path)."""
     register_criteria(session, suite.criteria)
     insert = dialect_insert(session)
     values = dict(
@@ -38,6 +41,9 @@ def register_suite(session: Session, suite: Suite) -> str:
         kind=suite.criteria.kind,
         current_criteria_hash=suite.criteria_hash,
         options=suite.options.model_dump(mode="json"),
+        origin=origin,
+        state="active",
+        created_by=created_by,
         updated_at=utcnow(),
     )
     session.execute(
@@ -55,27 +61,47 @@ invalid_suites: dict[str, str] = {}
 
 def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
     """Load every suite file and register its current hash. Returns name -> hash of the valid ones;
-    an invalid file is logged and remembered in ``invalid_suites``."""
+    an invalid file is logged and remembered in ``invalid_suites``.
+
+    Suites registered through the API are never touched, except that files win: a file with an API
+    suite's name takes the name over (logged; the API suite's versions are kept, shadowed)."""
     hashes = {}
+    origins = dict(session.execute(select(SuiteRecord.name, SuiteRecord.origin)).tuples().all())
     for name in list_suite_names(config_dir):
         try:
-            hashes[name] = register_suite(session, load_suite(config_dir, name))
+            suite = load_suite(config_dir, name)
         except CriteriaError as exc:
             log.error("suite %s is invalid and was not registered: %s", name, exc.message)
             invalid_suites[name] = exc.message
-        else:
-            invalid_suites.pop(name, None)
+            continue
+        invalid_suites.pop(name, None)
+        if origins.get(name) == "api":
+            log.warning(
+                "suite file %s.yaml takes the name of the suite registered through the API: files win; "
+                "the API suite's versions are kept but no longer used",
+                name,
+            )
+        hashes[name] = register_suite(session, suite)
     return hashes
 
 
 def current_suite(session: Session, name: str) -> SuiteRecord:
-    """The suite's registered record; new work is refused while its file says ``enabled: false``."""
+    """The suite's registered record; new work is refused while it is disabled (``enabled: false`` in
+    its file, or through the API) and after it was deleted."""
     if name in invalid_suites:
         raise CriteriaError(f"suite {name!r} cannot be used: {invalid_suites[name]}")
     record = session.get(SuiteRecord, name)
-    if record is None:
-        known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
-        raise NotFound(f"no suite named {name!r}; available: {', '.join(known) or 'none'}")
+    if record is None or record.state == "deleted":
+        known = session.scalars(
+            select(SuiteRecord.name).where(SuiteRecord.state != "deleted").order_by(SuiteRecord.name)
+        ).all()
+        gone = " was deleted (its scores stay readable)" if record is not None else ""
+        raise NotFound(f"no suite named {name!r}{gone}; available: {', '.join(known) or 'none'}")
+    if record.state == "disabled":
+        raise Conflict(
+            f"suite {name!r} is disabled (through the API); it takes no new work until "
+            f"POST /api/v1/suites/{name}/enable"
+        )
     if not record.options.get("enabled", True):
         raise Conflict(f"suite {name!r} is disabled (enabled: false in its file); it takes no new work")
     return record

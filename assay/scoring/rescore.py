@@ -325,8 +325,9 @@ def run_lock(key: str) -> Iterator[bool]:
 
 
 def suites_to_rescore(session: Session) -> list[SuiteRecord]:
-    """Enabled suites whose options let the nightly run take them."""
-    records = session.scalars(select(SuiteRecord).order_by(SuiteRecord.name)).all()
+    """Enabled suites (file or API; not disabled or deleted through the API) whose options let the
+    nightly run take them."""
+    records = session.scalars(select(SuiteRecord).where(SuiteRecord.state == "active").order_by(SuiteRecord.name)).all()
     return [
         r for r in records if (r.options or {}).get("enabled", True) and ((r.options or {}).get("rescore") or {}).get("nightly", True)
     ]

@@ -1,0 +1,317 @@
+"""Suites registered through the API (``POST /api/v1/suites``): stored in the store with every version.
+
+Files and API suites share one namespace and files win: a name that is a file in ``config/suites/``
+(or was registered from one) is refused here, and a file that appears later with an API suite's name
+takes it over (``criteria.register_all_suites``; the API suite's versions are kept and reported as
+shadowed). A body is parsed with ``origin="api"``: no ``prompt_file``/``rubric_file``, no ``${VAR}``,
+no inline code, so nothing from the server's files, environment or code enters a stored criteria.
+
+A new body under an API suite's name is a new version and its criteria hash becomes the suite's
+current one: older scores become stale, and the nightly re-scoring picks them up as for a file
+suite. A body that resolves to the latest version's criteria and settings adds no version (a retried
+POST is harmless). Disabling and deleting refuse new work; deleting keeps the suite's row and
+versions, so its scores stay readable and its history stays shown. Services flush; callers commit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from assay.scoring import strict_json
+from assay.scoring.criteria import invalid_suites, register_criteria
+from assay.scoring.errors import Conflict, CriteriaError, NotFound
+from assay.scoring.store.db import dialect_insert
+from assay.scoring.store.models import SuiteRecord, SuiteVersion, utcnow
+from assay.scoring.suites import Suite, list_suite_names, parse_suite
+
+BodyFormat = Literal["yaml", "json"]
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+# Deeper than any suite needs; PyYAML builds nested values recursively, so depth is bounded before that.
+MAX_NESTING = 32
+SOURCE = "request body"
+
+
+@dataclass(frozen=True)
+class Registered:
+    record: SuiteRecord
+    version: SuiteVersion
+    created: bool  # False: the body matched the latest version (no new version)
+
+
+# --- parsing a body ----------------------------------------------------------------------------------
+
+
+def parse_body(body: bytes, body_format: BodyFormat, config_dir: Path) -> Suite:
+    """The suite a request body describes, resolved as an API suite; CriteriaError says what is wrong."""
+    if body_format == "json":
+        try:
+            value = strict_json.loads(body)
+        except strict_json.JsonRejected as exc:
+            raise CriteriaError(f"{SOURCE}: not valid JSON: {exc.message}") from None
+        if not isinstance(value, dict):
+            raise CriteriaError(f"{SOURCE}: a suite is a JSON object (the same keys as a suite file)")
+        # JSON text is YAML, and ASCII-escaped it reads back exactly: the one suite parser reads it.
+        text = json.dumps(value, ensure_ascii=True)
+    else:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CriteriaError(f"{SOURCE}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    _check_yaml_shape(text)
+    suite = parse_suite(text, config_dir=config_dir, env={}, source=SOURCE, origin="api")
+    if not NAME_PATTERN.fullmatch(suite.name):
+        raise CriteriaError(
+            f"{SOURCE}: name {suite.name!r}: a suite name is 1-100 letters, digits, '_' or '-', starting with "
+            "a letter or digit"
+        )
+    if not suite.options.enabled:
+        raise CriteriaError(
+            f"{SOURCE}: enabled: false: an API suite is disabled with POST /api/v1/suites/{suite.name}/disable"
+        )
+    if _has_nul(suite.criteria.model_dump(mode="json")) or _has_nul(suite.options.model_dump(mode="json")):
+        raise CriteriaError(f"{SOURCE}: a NUL character (\\u0000) cannot be stored; remove it")
+    return suite
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _check_yaml_shape(text: str) -> None:
+    """Refuse aliases (a few lines of them expand to billions of values) and deep nesting, reading
+    the event stream only, before anything builds the document."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                raise CriteriaError(f"{SOURCE}: YAML aliases (*{event.anchor}) are not accepted in a suite sent to the API")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise CriteriaError(f"{SOURCE}: nested deeper than {MAX_NESTING} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        raise CriteriaError(f"{SOURCE}: not valid YAML: {exc}") from None
+
+
+def file_owner(session: Session, name: str, config_dir: Path) -> str | None:
+    """Why ``name`` belongs to the suite files (files win), or None when it is free for the API."""
+    if name in list_suite_names(config_dir):
+        return f"suite {name!r} is a suite file (config/suites/{name}.yaml); files win: pick another name"
+    record = session.get(SuiteRecord, name)
+    if record is not None and record.origin != "api":
+        return f"suite {name!r} was registered from a suite file ({record.origin}); files win: pick another name"
+    return None
+
+
+# --- registering ---------------------------------------------------------------------------------------
+
+
+def register(session: Session, body: bytes, body_format: BodyFormat, *, created_by: str, config_dir: Path) -> Registered:
+    """Create an API suite, or add a version to one (see the module). 422 for a bad body, 409 for a
+    file suite's name or a version that changes the kind."""
+    suite = parse_body(body, body_format, config_dir)
+    owner = file_owner(session, suite.name, config_dir)
+    if owner is not None:
+        raise Conflict(owner)
+    register_criteria(session, suite.criteria)
+    options = suite.options.model_dump(mode="json")
+    now = utcnow()
+    # Insert-or-nothing, then lock: two first POSTs of one name never both create it.
+    session.execute(
+        dialect_insert(session)(SuiteRecord)
+        .values(
+            name=suite.name,
+            kind=suite.criteria.kind,
+            current_criteria_hash=suite.criteria_hash,
+            options=options,
+            origin="api",
+            state="active",
+            created_by=created_by,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    record = session.get(SuiteRecord, suite.name, with_for_update=True, populate_existing=True)
+    assert record is not None  # inserted above, or there already
+    if record.origin != "api":  # a file registered it between the check and the insert
+        raise Conflict(f"suite {suite.name!r} was registered from a suite file ({record.origin}); files win")
+    latest = _latest_version(session, suite.name)
+    if latest is not None:
+        if record.kind != suite.criteria.kind:
+            raise Conflict(
+                f"suite {suite.name!r} scores {record.kind} items; a version cannot change the kind to "
+                f"{suite.criteria.kind} (register it under another name)"
+            )
+        same = latest.criteria_hash == suite.criteria_hash and latest.options == options
+        if same and record.state != "deleted":
+            return Registered(record, latest, created=False)
+    version = SuiteVersion(
+        suite_name=suite.name,
+        version=(latest.version + 1) if latest is not None else 1,
+        body=body.decode("utf-8"),
+        body_format=body_format,
+        criteria_hash=suite.criteria_hash,
+        options=options,
+        created_by=created_by,
+        created_at=now,
+    )
+    session.add(version)
+    record.current_criteria_hash = suite.criteria_hash
+    record.options = options
+    if record.state == "deleted":  # a deleted name registered again: the suite comes back, history kept
+        record.state = "active"
+    record.updated_at = now
+    session.flush()
+    return Registered(record, version, created=True)
+
+
+def _latest_version(session: Session, name: str) -> SuiteVersion | None:
+    return session.scalars(
+        select(SuiteVersion).where(SuiteVersion.suite_name == name).order_by(SuiteVersion.version.desc()).limit(1)
+    ).first()
+
+
+def set_state(session: Session, name: str, state: Literal["active", "disabled", "deleted"]) -> SuiteRecord:
+    """Enable, disable or delete an API suite (idempotent). A file suite is changed in its file."""
+    record = session.get(SuiteRecord, name, with_for_update=True)
+    if record is None or record.state == "deleted":
+        raise NotFound(f"no suite named {name!r}" + (" (it was deleted)" if record is not None else ""))
+    if record.origin != "api":
+        raise Conflict(
+            f"suite {name!r} is a suite file: enable, disable or remove it in config/suites/{name}.yaml "
+            "(enabled: true/false)"
+        )
+    if record.state != state:
+        record.state = state
+        record.updated_at = utcnow()
+        session.flush()
+    return record
+
+
+# --- reading -------------------------------------------------------------------------------------------
+
+
+def _state(record: SuiteRecord) -> str:
+    if record.name in invalid_suites and record.origin == "file":
+        return "invalid"
+    if record.state == "active" and not (record.options or {}).get("enabled", True):
+        return "disabled"
+    return record.state
+
+
+def suite_view(record: SuiteRecord, version_count: int) -> dict[str, Any]:
+    options = record.options or {}
+    shadowed = record.origin != "api" and version_count > 0
+    view: dict[str, Any] = {
+        "name": record.name,
+        "kind": record.kind,
+        "origin": record.origin,
+        "state": _state(record),
+        "current_criteria_hash": record.current_criteria_hash,
+        "description": options.get("description", ""),
+        "created_by": record.created_by,
+        "updated_at": record.updated_at,
+        "versions": version_count,
+        "shadowed_api_suite": shadowed,
+        "problem": invalid_suites.get(record.name) if record.origin == "file" else None,
+    }
+    if shadowed:
+        view["note"] = (
+            f"a suite file has this name and files win: the {version_count} version(s) registered through "
+            "the API are kept but not used"
+        )
+    return view
+
+
+def version_count(session: Session, name: str) -> int:
+    return session.scalar(select(func.count()).where(SuiteVersion.suite_name == name)) or 0
+
+
+def _version_counts(session: Session) -> dict[str, int]:
+    rows = session.execute(select(SuiteVersion.suite_name, func.count()).group_by(SuiteVersion.suite_name))
+    return {name: count for name, count in rows.tuples()}
+
+
+def list_suites(session: Session, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+    """Every registered suite, file and API, by name (deleted ones only when asked)."""
+    query = select(SuiteRecord).order_by(SuiteRecord.name)
+    if not include_deleted:
+        query = query.where(SuiteRecord.state != "deleted")
+    counts = _version_counts(session)
+    return [suite_view(r, counts.get(r.name, 0)) for r in session.scalars(query)]
+
+
+def show_suite(session: Session, name: str) -> dict[str, Any]:
+    """One suite with its API versions, newest first (a deleted one too: its history stays shown)."""
+    record = session.get(SuiteRecord, name)
+    if record is None:
+        raise NotFound(f"no suite named {name!r}")
+    versions = session.scalars(
+        select(SuiteVersion).where(SuiteVersion.suite_name == name).order_by(SuiteVersion.version.desc())
+    ).all()
+    view = suite_view(record, len(versions))
+    view["version_list"] = [version_view(v, current=record) for v in versions]
+    return view
+
+
+def version_view(version: SuiteVersion, *, current: SuiteRecord, body: bool = False) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "version": version.version,
+        "criteria_hash": version.criteria_hash,
+        "body_format": version.body_format,
+        "created_by": version.created_by,
+        "created_at": version.created_at,
+        "current": current.origin == "api" and current.current_criteria_hash == version.criteria_hash,
+    }
+    if body:
+        view["body"] = version.body
+    return view
+
+
+def get_version(session: Session, name: str, number: int) -> dict[str, Any]:
+    """One version with the body as it was sent."""
+    version = session.get(SuiteVersion, (name, number))
+    record = session.get(SuiteRecord, name)
+    if version is None or record is None:
+        raise NotFound(f"suite {name!r} has no version {number}")
+    return version_view(version, current=record, body=True)
+
+
+# --- validating ----------------------------------------------------------------------------------------
+
+
+def validate(session: Session, body: bytes, body_format: BodyFormat, config_dir: Path) -> dict[str, Any]:
+    """What registering the body would do, without storing anything: the resolved criteria and its
+    hash, or every problem found (a file suite's name is one)."""
+    try:
+        suite = parse_body(body, body_format, config_dir)
+    except CriteriaError as exc:
+        return {"valid": False, "name": None, "criteria_hash": None, "criteria": None, "options": None, "problems": [exc.message]}
+    problems = []
+    owner = file_owner(session, suite.name, config_dir)
+    if owner is not None:
+        problems.append(f"{owner} (POST /api/v1/suites would answer 409)")
+    return {
+        "valid": not problems,
+        "name": suite.name,
+        "criteria_hash": suite.criteria_hash,
+        "criteria": json.loads(suite.criteria.canonical_json()),  # exactly what the hash is taken over
+        "options": suite.options.model_dump(mode="json"),
+        "problems": problems,
+    }
