@@ -46,8 +46,9 @@ The realtime script queue never applies to batches; their outcomes are scripted 
     POST /_fake/batch_outcomes {"outcomes": {"<custom_id>": "errored"}, "every_nth": {"n": 5, "outcome": "expired"}}
 
 An outcome is one of succeeded, errored (api_error), expired, malformed (text that is not JSON),
-out_of_range (JSON past the schema's bounds), truncated (stop_reason max_tokens). ``outcomes`` are merged
-into those pending, and each applies once: to the next batch created that holds that custom_id.
+out_of_range (JSON past the schema's bounds, or a label its enum lacks), truncated (stop_reason
+max_tokens). ``outcomes`` are merged into those pending, and each applies once: to the next batch
+created that holds that custom_id.
 ``every_nth`` (the 5th, 10th, ... request of every batch created from then on; a custom_id outcome wins)
 replaces the previous rule, or with ``null`` clears it. The answer is what is pending. ``FakeControl``
 wraps it as ``batch_outcomes(outcomes, every_nth=..., nth_outcome=...)``.
@@ -96,7 +97,7 @@ BehaviourKind = Literal[
     "ok",  # a valid answer (plain text without a schema)
     "malformed",  # an answer that is not JSON
     "truncated",  # half an answer, stop_reason "max_tokens"
-    "out_of_range",  # JSON that breaks the schema's bounds (or, without bounds, adds a field)
+    "out_of_range",  # JSON that breaks the schema's bounds or enums (or, without either, adds a field)
     "hang",  # hold the request for hang_seconds, past the client's timeout (then answer, if anyone listens)
     "rate_limit",  # 429 rate_limit_error
     "spend_limit",  # 429 whose error says the spend limit is reached
@@ -319,14 +320,18 @@ class _Generator:
                 self.max_bounds(schema["items"], element)
 
     def break_bounds(self, schema: dict[str, Any], instance: Any) -> bool:
-        """Push every bounded number in ``instance`` past its bound; True if there was one."""
+        """Push every bounded number in ``instance`` past its bound and give every enumerated string a
+        value the enum does not list (a judge naming a label the rubric has not got); True if there was one."""
         schema = self.resolve(schema)
         broke = False
         if isinstance(instance, dict):
             for name, sub in (schema.get("properties") or {}).items():
                 sub = self.resolve(sub)
                 b = _bounds(sub)
-                if name in instance and sub.get("type") in ("integer", "number") and b:
+                if name in instance and _string_choices(sub):
+                    instance[name] = _unlisted(_string_choices(sub))
+                    broke = True
+                elif name in instance and sub.get("type") in ("integer", "number") and b:
                     if "maximum" in b or "exclusiveMaximum" in b:
                         over = b.get("maximum", b.get("exclusiveMaximum", 0.0)) + 1
                     else:
@@ -339,6 +344,19 @@ class _Generator:
             for element in instance:
                 broke = self.break_bounds(schema["items"], element) or broke
         return broke
+
+
+def _string_choices(schema: dict[str, Any]) -> list[str]:
+    """The strings an enumerated string field allows (``enum``, or ``const`` alone), else []."""
+    choices = schema["enum"] if schema.get("enum") else [schema["const"]] if "const" in schema else []
+    return choices if choices and all(isinstance(c, str) for c in choices) else []
+
+
+def _unlisted(choices: list[str]) -> str:
+    label = "unlisted"
+    while label in choices:
+        label += "_label"
+    return label
 
 
 def _seed(item_key: str) -> random.Random:
