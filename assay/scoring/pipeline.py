@@ -21,18 +21,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from pydantic import ValidationError
 from sqlalchemy import (
-    Float, String, Text, and_, bindparam, case, exists, func, literal_column, or_, select, tuple_, update,
+    Float, Integer, String, Text, and_, bindparam, case, exists, func, literal_column, or_, select, tuple_, update,
 )
 from sqlalchemy.orm import Session
 
 from assay import observability
 from assay.scoring.criteria import load_criteria
+from assay.scoring.errors import AssayError
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import PASS_BLOCKER, ComponentResult
 from assay.scoring.store.db import after_commit, dialect_insert, transaction
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
+    FINISHED_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
     Batch,
     Item,
@@ -133,7 +136,11 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         batch.status = "running"
         _complete_batch_if_done(session, batch)
         return PlanStep([], finished=True)
-    refs = create_components(session, [(r.id, r.criteria_hash) for r in rows], now, judge_lane=batch.judge_lane)
+    # A re-score batch pays only for what changed (the marker its builders put in the summary).
+    carry_over = "rescore" in (batch.summary or {})
+    refs = create_components(
+        session, [(r.id, r.criteria_hash) for r in rows], now, judge_lane=batch.judge_lane, carry_over=carry_over
+    )
     batch.planned_position = rows[-1].position
     return PlanStep(refs, finished=False)
 
@@ -143,17 +150,29 @@ BATCH_LANE_WAITING = "batch lane: waiting to be sent in a provider batch"
 
 
 def create_components(
-    session: Session, scores: Sequence[tuple[uuid.UUID, str]], enqueued_at: datetime, *, judge_lane: str = "realtime"
+    session: Session,
+    scores: Sequence[tuple[uuid.UUID, str]],
+    enqueued_at: datetime,
+    *,
+    judge_lane: str = "realtime",
+    carry_over: bool = False,
 ) -> list[ComponentRef]:
     """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish.
 
     On the batch lane, judge components are not published: they wait, deferred far beyond any
-    realtime retry, for the provider-batch submitter (``assay.scoring.batch_lane``)."""
+    realtime retry, for the provider-batch submitter (``assay.scoring.batch_lane``).
+
+    ``carry_over`` (re-scores): a component whose fingerprint equals that of the same component in
+    the item's latest finished score of the suite, where it landed ok (or skipped, for a metric),
+    lands at once as a copy of that result at no cost and is never published (see
+    :func:`carried_results`). A score all of whose components carry over is finalized here."""
     from assay.settings import get_settings
 
     refs: list[ComponentRef] = []
     rows: list[dict[str, Any]] = []
+    carried_rows: list[dict[str, Any]] = []
     hold = timedelta(seconds=get_settings().provider_batch_hold_seconds)
+    carried = carried_results(session, [score_id for score_id, _ in scores]) if carry_over else {}
     for score_id, criteria_hash in scores:
         criteria = load_criteria(session, criteria_hash)
         for name, spec in criteria.components.items():
@@ -170,6 +189,22 @@ def create_components(
                 run_after=None,  # every row has the same keys: one executemany
                 reason=None,
             )
+            previous = carried.get((score_id, name))
+            if previous is not None:
+                carried_rows.append(
+                    {
+                        **row,
+                        "status": previous.status,
+                        "score": previous.score,
+                        "weighted_score": previous.score * spec.weight if previous.score is not None else None,
+                        "details": previous.details,
+                        "reason": previous.reason,
+                        "raw_output": previous.raw_output,
+                        "carried_over_from": previous.origin,
+                        "landed_at": enqueued_at,
+                    }
+                )
+                continue
             if queue == JUDGE_QUEUE and judge_lane == "batch":
                 row.update(status="deferred", run_after=enqueued_at + hold, reason=BATCH_LANE_WAITING)
             else:
@@ -177,7 +212,102 @@ def create_components(
             rows.append(row)
     if rows:
         session.execute(dialect_insert(session)(ScoreComponent).on_conflict_do_nothing(), rows)
+    if carried_rows:
+        _land_carried(session, carried_rows)
     return refs
+
+
+# --- carrying a landed result over to a re-score -------------------------------------------------------
+
+# A skipped judge is not carried: its skip (no API key, say) says nothing about the item, and a
+# re-score with a key must run it. A metric's skip is as deterministic as its score.
+_CARRYABLE = or_(_c.status == "ok", and_(_c.status == "skipped", _c.queue == METRICS_QUEUE))
+
+
+@dataclass(frozen=True)
+class CarriedResult:
+    """A landed component of an earlier score, to copy; ``origin``: the score whose run computed it."""
+
+    status: str
+    score: float | None
+    details: dict[str, Any] | None
+    reason: str | None
+    raw_output: str | None
+    origin: uuid.UUID
+
+
+def latest_finished_score(item_id: Any, suite_name: Any) -> Any:
+    """The id of an item's latest finished score of a suite, as a correlated scalar subquery over the
+    enclosing query's ``item_id`` and ``suite_name`` expressions (what a re-score carries over from)."""
+    prev = _scores.alias("assay_prev")
+    return (
+        select(prev.c.id)
+        .where(prev.c.item_id == item_id, prev.c.suite_name == suite_name, prev.c.status.in_(FINISHED_SCORE_STATUSES))
+        .order_by(prev.c.created_at.desc(), prev.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def carried_results(session: Session, score_ids: Sequence[uuid.UUID]) -> dict[tuple[uuid.UUID, str], CarriedResult]:
+    """For new scores: each component whose result can be carried over from its item's latest finished
+    score of the suite, keyed by (new score id, component). A component carries when it landed ok (or a
+    metric skipped) there and its fingerprint (:meth:`Criteria.component_fingerprint`: its own spec,
+    the kind and the field mapping) is the same under both criteria; the item is the same row, so the
+    same payload. Failed and cancelled components are computed again."""
+    if not score_ids:
+        return {}
+    new = _scores.alias("assay_new")
+    pairs = session.execute(
+        select(new.c.id, new.c.criteria_hash, latest_finished_score(new.c.item_id, new.c.suite_name).label("prev"))
+        .where(new.c.id.in_(list(score_ids)))
+    ).all()
+    wanted = {pair.prev: pair for pair in pairs if pair.prev is not None}
+    if not wanted:
+        return {}
+    landed = session.execute(
+        select(
+            _c.score_id, _c.component, _c.status, _c.score, _c.details, _c.reason, _c.raw_output,
+            _c.carried_over_from, _s.criteria_hash,
+        )
+        .join(_scores, _s.id == _c.score_id)
+        .where(_c.score_id.in_(list(wanted)), _CARRYABLE)
+    ).all()
+    fingerprints: dict[tuple[str, str], str | None] = {}
+
+    def fingerprint(criteria_hash: str, component: str) -> str | None:
+        key = (criteria_hash, component)
+        if key not in fingerprints:
+            try:
+                criteria = load_criteria(session, criteria_hash)
+                fingerprints[key] = criteria.component_fingerprint(component) if component in criteria.components else None
+            except (AssayError, ValidationError):
+                # Criteria this code can no longer read: nothing of it is carried.
+                fingerprints[key] = None
+        return fingerprints[key]
+
+    out: dict[tuple[uuid.UUID, str], CarriedResult] = {}
+    for comp in landed:
+        new_score = wanted[comp.score_id]
+        mine = fingerprint(new_score.criteria_hash, comp.component)
+        if mine is not None and mine == fingerprint(comp.criteria_hash, comp.component):
+            out[(new_score.id, comp.component)] = CarriedResult(
+                comp.status, comp.score, comp.details, comp.reason, comp.raw_output,
+                comp.carried_over_from or comp.score_id,
+            )
+    return out
+
+
+def _land_carried(session: Session, carried_rows: list[dict[str, Any]]) -> None:
+    """Insert carried-over components as landed, count them on their scores, and finalize a score
+    they complete. Only rows inserted now are counted: planning a chunk twice counts nothing twice."""
+    inserted = session.execute(
+        dialect_insert(session)(ScoreComponent).on_conflict_do_nothing().returning(_c.score_id), carried_rows
+    ).scalars().all()
+    for score_id, landed in Counter(inserted).items():
+        score = session.execute(_BUMP_CARRIED, {"b_score_id": score_id, "b_landed": landed}).one()
+        if score.components_landed == score.components_total:
+            finalize_score(session, score_id, score=score)
 
 
 # --- claiming -----------------------------------------------------------------------------------------
@@ -406,6 +536,8 @@ _LAND_COMPONENTS = (
         run_after=None,
         usage=bindparam("b_usage"),
         cost_usd=bindparam("b_cost_usd"),
+        raw_output=bindparam("b_raw_output", type_=Text),  # the score keeps the last one too, for older readers
+        carried_over_from=None,  # computed by this run (a resumed component may have been carried before)
     )
 )
 _LAND_COMPONENT = _LAND_COMPONENTS.returning(_c.weight)
@@ -434,6 +566,13 @@ _COUNTED = (
 )
 _COUNT_LANDING = _COUNT_LANDINGS.returning(*_COUNTED)
 _COUNTED_SCORES = select(_s.id, *_COUNTED).where(_s.id.in_(bindparam("b_score_ids", expanding=True)))
+# A re-score's carried-over components count on their score all at once (see ``create_components``).
+_BUMP_CARRIED = (
+    update(_scores)
+    .where(_s.id == bindparam("b_score_id"))
+    .values(components_landed=_s.components_landed + bindparam("b_landed", type_=Integer))
+    .returning(*_COUNTED)
+)
 
 
 @dataclass(frozen=True)
