@@ -40,12 +40,17 @@ class Kind:
     # Which stored items of the kind re-scoring may take, as a SQL condition on ``Item`` (sessions: only
     # the current version of a completed session); None: every item.
     rescore_filter: Callable[[], Any] | None = None
+    # An uploaded object -> the canonical payload, by the suite's criteria (the generic kind's
+    # ``fields`` mapping), applied at ingest before the item is validated: ``prepare_payload(raw,
+    # criteria)``; raises InvalidInput / CriteriaError saying what is wrong. None: lines are payloads.
+    prepare_payload: Callable[[Any, Any], dict[str, Any]] | None = None
 
 
 _KIND_MODULES = {
     "kql": "assay.scoring.kinds.kql",
     "alert_session": "assay.scoring.kinds.alert_session",
     "pandas_codegen": "assay.scoring.kinds.pandas_codegen",
+    "generic": "assay.scoring.kinds.generic",
 }
 
 
