@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from assay.scoring import datasets, idempotency, strict_json
-from assay.scoring.errors import InvalidInput, NotFound, PayloadTooLarge
+from assay.scoring.errors import AssayError, InvalidInput, NotFound, PayloadTooLarge
 from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.kinds import Kind
 from assay.scoring.store.models import Batch, Item, Score, SuiteRecord, utcnow
@@ -368,14 +368,23 @@ class BatchWriter:
         self._items: list[dict[str, Any]] = []
         self._scores: list[dict[str, Any]] = []
         self.result: IngestResult | None = None
-        self._components_total = len(self._criteria_components())
+        self.criteria = self._load_criteria()
+        self._components_total = len(self.criteria.components)
         self._datasets: dict[str, str] = {}
         self._copier: _CopyThread | None = None
 
-    def _criteria_components(self) -> list[str]:
+    def _load_criteria(self) -> Any:
         from assay.scoring.criteria import load_criteria
 
-        return list(load_criteria(self.session, self.suite.current_criteria_hash).components)
+        return load_criteria(self.session, self.suite.current_criteria_hash)
+
+    def _parse(self, line: bytes) -> Any:
+        """One line as the kind's item. A kind with ``prepare_payload`` (the generic kind's field
+        mapping) gets the parsed object first, so the stored item is the canonical one."""
+        if self.kind.prepare_payload is None:
+            return strict_json.validate(self.kind.item_model, line)
+        payload = self.kind.prepare_payload(strict_json.loads(line), self.criteria)
+        return self.kind.item_model.model_validate(payload)
 
     def begin(self) -> IngestResult:
         """Create the batch row, or find the batch a previous upload with the same key created (then
@@ -436,11 +445,14 @@ class BatchWriter:
                 self._bad(line)
                 continue
             try:
-                item = strict_json.validate(self.kind.item_model, line)
+                item = self._parse(line)
             except ValidationError as exc:
                 self._bad(BadLine(line_no, _format_validation_error(exc)))
                 continue
             except JsonRejected as exc:
+                self._bad(BadLine(line_no, exc.message))
+                continue
+            except AssayError as exc:  # the kind's prepare_payload: a mapping that does not fit the line
                 self._bad(BadLine(line_no, exc.message))
                 continue
             if self.result.accepted >= self.limits.max_items:
