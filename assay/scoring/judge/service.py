@@ -51,6 +51,7 @@ class JudgeOutcome:
     usage: dict[str, int]  # USAGE_FIELDS summed over every call of this judgment, the repair included
     cost_usd: float
     calls: int  # requests sent to the provider, failed attempts and the repair included
+    repaired: bool = False  # the first answer was unusable and a repair was asked for
 
     def __post_init__(self) -> None:
         if (self.verdict is None) == (self.failure is None):
@@ -147,6 +148,7 @@ class _Judgment:
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_FIELDS, 0))
     calls: int = 0
     last_answer: str | None = None
+    repaired: bool = False
     output_config: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +162,7 @@ class _Judgment:
                 return self._outcome(verdict=verdict)
             log.info("judge %s gave an unusable answer (%s); asking once for a repair", self.request.model, problem)
             observability.judge_repair(self.request.model)
+            self.repaired = True
             messages += _repair_turns(text, problem)
             text, verdict, problem = self._read(self._send(messages))
             if verdict is not None:
@@ -176,7 +179,7 @@ class _Judgment:
     ) -> JudgeOutcome:
         spent = cost_usd(self.usage, self.price)
         observability.judgment(self.request.model, "verdict" if verdict is not None else "failed")
-        return JudgeOutcome(verdict, failure, raw_output, dict(self.usage), spent, self.calls)
+        return JudgeOutcome(verdict, failure, raw_output, dict(self.usage), spent, self.calls, self.repaired)
 
     def _deferred(self, retry_in: float, reason: str) -> JudgeDeferred:
         observability.judgment(self.request.model, "deferred")

@@ -74,7 +74,7 @@ def test_success_with_usage_cost_and_prompt_caching(judge, fake, price):
     second = judge(request_for("b"))
 
     assert isinstance(first.verdict, KqlGrade) and 0 <= first.verdict.score <= 1
-    assert first.failure is None and first.raw_output is None and first.calls == 1
+    assert first.failure is None and first.raw_output is None and first.calls == 1 and not first.repaired
     assert first.usage["cache_creation_input_tokens"] > 1000 and first.usage["cache_read_input_tokens"] == 0
     assert second.usage["cache_read_input_tokens"] == first.usage["cache_creation_input_tokens"]
     assert second.usage["cache_creation_input_tokens"] == 0
@@ -150,7 +150,7 @@ def test_malformed_answer_gets_one_repair_then_fails_with_the_raw_text(judge, fa
     request = request_for("a")
     outcome = judge(request)
 
-    assert outcome.verdict is None and outcome.calls == 2
+    assert outcome.verdict is None and outcome.calls == 2 and outcome.repaired
     assert outcome.failure.startswith("unusable answer after one repair attempt: the answer is not JSON")
     assert outcome.raw_output.startswith("I would rate this")
     assert outcome.usage["output_tokens"] > 0 and outcome.cost_usd > 0  # both calls are paid for
@@ -165,7 +165,7 @@ def test_repaired_answer_is_accepted_and_both_calls_counted(judge, fake):
     fake.script({"kind": "malformed"})
     repaired = judge(request_for("a"))
 
-    assert isinstance(repaired.verdict, KqlGrade) and repaired.calls == 2
+    assert isinstance(repaired.verdict, KqlGrade) and repaired.calls == 2 and repaired.repaired
     assert repaired.usage["output_tokens"] > single.usage["output_tokens"] / 2
     calls = fake.calls()["calls"]
     assert [c["repair"] for c in calls] == [False, True]
