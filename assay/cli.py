@@ -90,7 +90,15 @@ def _summary_table(view: dict[str, Any]) -> Table:
 @cli.command()
 def run(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL or JSON array of items.")],
-    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite name (config/suites/NAME.yaml).")],
+    suite: Annotated[
+        str,
+        typer.Option(
+            "--suite",
+            "-s",
+            help="Suite name (config/suites/NAME.yaml), or the path of a suite file that is not installed "
+            "(a value containing '/' or ending in .yaml, .yml or .json).",
+        ),
+    ],
     out: Annotated[Optional[Path], typer.Option(help="Results file (JSONL). Default: FILE's name + .results.jsonl")] = None,
     db: Annotated[Path, typer.Option(help="SQLite file that keeps the scores.")] = Path(".assay/embedded.db"),
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Worker threads.")] = 8,
@@ -107,8 +115,13 @@ def run(
 
     The same tasks as the distributed setup. The judge runs when ANTHROPIC_API_KEY is set; without it
     the judge component is skipped and scores are marked partial (weights renormalised). Items may
-    name a dataset registered with --dataset (e.g. --dataset storm=examples/datasets/storm).
+    name a dataset registered with --dataset (e.g. --dataset storm=examples/datasets/storm). A suite
+    file given by path (--suite path/to/suite.yaml) is registered in the SQLite store under its name;
+    files it names (prompt_file, rubric_file) are read beside it.
     """
+    suite_file = _suite_path(suite)
+    if suite_file is not None and not suite_file.is_file():
+        _fail(f"--suite {suite}: no such suite file")
     datasets: dict[str, Path] = {}
     for spec in dataset or []:
         name, _, path = spec.partition("=")
@@ -128,7 +141,7 @@ def run(
     try:
         for name, content_hash in embedded.register_datasets(datasets).items():
             console.print(f"dataset {name}: {content_hash[:16]}…")
-        batch_id = embedded.ingest_file(file, suite, created_by=os.environ.get("USER", "cli"))
+        batch_id = embedded.ingest_file(file, suite_file or suite, created_by=os.environ.get("USER", "cli"))
     except AssayError as exc:
         _report_domain_error(exc)
         raise typer.Exit(2) from None
@@ -166,6 +179,11 @@ def run(
     count = _write_embedded_results(batch_id, target)
     console.print(_summary_table(view))
     console.print(f"{count} results written to [bold]{target}[/bold]")
+
+
+def _suite_path(suite: str) -> Path | None:
+    """The suite file a --suite value names, or None for an installed suite's name."""
+    return Path(suite) if "/" in suite or suite.endswith((".yaml", ".yml", ".json")) else None
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -535,6 +553,73 @@ def cancel(batch_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: Ap
     with _client(api_url, api_key) as client:
         view = _request(client.post, f"/api/v1/batches/{batch_id}/cancel")
     console.print(f"batch {batch_id} is {view['status']}")
+
+
+# --- suites -------------------------------------------------------------------------------------------
+
+suite_cli = typer.Typer(help="Check suite files, and register them through the API.", no_args_is_help=True)
+cli.add_typer(suite_cli, name="suite")
+
+
+@suite_cli.command("validate")
+def suite_validate(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="A suite file (YAML or JSON).")],
+) -> None:
+    """Resolve a suite file as `assay run --suite FILE` would: print the resolved criteria (JSON, on
+    stdout), its criteria hash, and every problem found. Exit 1 on a problem.
+
+    Files the suite names (prompt_file, rubric_file) are read beside FILE, ${VAR} from the environment,
+    the judge model through ASSAY_CONFIG_DIR's models.yaml. Says too whether the suite could be
+    registered through the API as it is (`assay suite push`).
+    """
+    from assay.scoring.api_suites import parse_body
+    from assay.scoring.criteria import load_suite_file
+    from assay.scoring.errors import CriteriaError
+    from assay.settings import get_settings
+
+    config_dir = get_settings().config_dir
+    try:
+        suite = load_suite_file(file, config_dir)
+    except CriteriaError as exc:
+        console.print(f"[red]problem:[/red] {escape(exc.message)}", highlight=False)
+        raise typer.Exit(1) from None
+    print(
+        json.dumps(
+            {
+                "name": suite.name,
+                "criteria_hash": suite.criteria_hash,
+                "criteria": json.loads(suite.criteria.canonical_json()),
+                "options": suite.options.model_dump(mode="json"),
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
+    console.print(f"suite [bold]{escape(suite.name)}[/bold] ({suite.criteria.kind}) is valid")
+    console.print(f"criteria hash {suite.criteria_hash}")
+    try:
+        parse_body(file.read_bytes(), "json" if file.suffix == ".json" else "yaml", config_dir)
+    except CriteriaError as exc:
+        console.print(f"not registrable through the API as it is: {escape(exc.message)}", highlight=False)
+    else:
+        console.print("registrable through the API as it is (assay suite push)")
+
+
+@suite_cli.command("push")
+def suite_push(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="A suite file (YAML or JSON).")],
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Register a suite file through the API (POST /api/v1/suites): a new suite, or the next version
+    of an API suite of its name. A file suite's name is refused (files win)."""
+    content_type = "application/json" if file.suffix == ".json" else "application/yaml"
+    with _client(api_url, api_key) as client:
+        out = _request(client.post, "/api/v1/suites", content=file.read_bytes(), headers={"Content-Type": content_type})
+    version, suite = out["version"], out["suite"]
+    what = f"version {version['version']}" if out["created"] else f"unchanged (version {version['version']})"
+    console.print(f"suite [bold]{escape(suite['name'])}[/bold]: {what} · criteria hash {version['criteria_hash']}")
+    print(version["criteria_hash"])
 
 
 # --- services -----------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ versions, so its scores stay readable and its history stays shown. Services flus
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,14 +25,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from assay.scoring import strict_json
-from assay.scoring.criteria import invalid_suites, register_criteria
+from assay.scoring.criteria import SUITE_NAME, SUITE_NAME_RULE, invalid_suites, register_criteria
 from assay.scoring.errors import Conflict, CriteriaError, NotFound
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import SuiteRecord, SuiteVersion, utcnow
 from assay.scoring.suites import Suite, list_suite_names, parse_suite
 
 BodyFormat = Literal["yaml", "json"]
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
 # Deeper than any suite needs; PyYAML builds nested values recursively, so depth is bounded before that.
 MAX_NESTING = 32
 SOURCE = "request body"
@@ -67,11 +65,8 @@ def parse_body(body: bytes, body_format: BodyFormat, config_dir: Path) -> Suite:
             raise CriteriaError(f"{SOURCE}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     _check_yaml_shape(text)
     suite = parse_suite(text, config_dir=config_dir, env={}, source=SOURCE, origin="api")
-    if not NAME_PATTERN.fullmatch(suite.name):
-        raise CriteriaError(
-            f"{SOURCE}: name {suite.name!r}: a suite name is 1-100 letters, digits, '_' or '-', starting with "
-            "a letter or digit"
-        )
+    if not SUITE_NAME.fullmatch(suite.name):
+        raise CriteriaError(f"{SOURCE}: name {suite.name!r}: {SUITE_NAME_RULE}")
     if not suite.options.enabled:
         raise CriteriaError(
             f"{SOURCE}: enabled: false: an API suite is disabled with POST /api/v1/suites/{suite.name}/disable"

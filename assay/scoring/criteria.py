@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-
+import os
+import re
 from pathlib import Path
 
 from sqlalchemy import select
@@ -13,9 +14,13 @@ from assay.scoring.errors import Conflict, CriteriaError, NotFound
 from assay.scoring.hashcache import HashCache
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
-from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite
+from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite, parse_suite
 
 log = logging.getLogger(__name__)
+
+# What a suite registered through the API or run by path may be called (it is the suites table's key).
+SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+SUITE_NAME_RULE = "a suite name is 1-100 letters, digits, '_' or '-', starting with a letter or digit"
 
 
 def register_criteria(session: Session, criteria: Criteria) -> str:
@@ -83,6 +88,31 @@ def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
             )
         hashes[name] = register_suite(session, suite)
     return hashes
+
+
+def load_suite_file(path: Path, config_dir: Path) -> Suite:
+    """A suite file that is not installed (given by path): files it names resolve beside it, ``${VAR}``
+    from the environment, the judge model through ``config_dir``'s catalog."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CriteriaError(f"cannot read suite file {path}: {exc}") from None
+    suite = parse_suite(
+        text, config_dir=config_dir, env=os.environ, source=str(path), origin="path", files_dir=path.resolve().parent
+    )
+    if not SUITE_NAME.fullmatch(suite.name):
+        raise CriteriaError(f"{path}: name {suite.name!r}: {SUITE_NAME_RULE}")
+    return suite
+
+
+def register_suite_file(session: Session, path: Path, config_dir: Path) -> str:
+    """Register a suite file given by path (``assay run --suite path/to/suite.yaml``, embedded mode)
+    after the installed ones, so for this run it is the suite of its name; returns that name."""
+    suite = load_suite_file(path, config_dir)
+    if suite.name in list_suite_names(config_dir):
+        log.warning("suite file %s has the name of an installed suite (%s): this run uses %s", path, suite.name, path)
+    register_suite(session, suite, origin="path")
+    return suite.name
 
 
 def current_suite(session: Session, name: str) -> SuiteRecord:

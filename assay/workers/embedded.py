@@ -165,9 +165,12 @@ def register_datasets(datasets: dict[str, Path]) -> dict[str, str]:
     return hashes
 
 
-def ingest_file(path: Path, suite: str, created_by: str) -> uuid.UUID:
-    """Register the suites, stream the file into a new batch (one transaction), return its id."""
-    from assay.scoring.criteria import current_suite, register_all_suites
+def ingest_file(path: Path, suite: str | Path, created_by: str) -> uuid.UUID:
+    """Register the suites, stream the file into a new batch (one transaction), return its id.
+
+    ``suite`` is an installed suite's name, or the path of a suite file that is not installed: that
+    one is registered after the installed ones and scores the batch."""
+    from assay.scoring.criteria import current_suite, register_all_suites, register_suite_file
     from assay.scoring.ingest import BatchWriter, IngestLimits
     from assay.scoring.kinds import get_kind
     from assay.scoring.store.db import transaction
@@ -176,6 +179,8 @@ def ingest_file(path: Path, suite: str, created_by: str) -> uuid.UUID:
     settings = get_settings()
     with transaction() as session:
         register_all_suites(session, settings.config_dir)
+        if isinstance(suite, Path):
+            suite = register_suite_file(session, suite, settings.config_dir)
     with transaction() as session:
         record = current_suite(session, suite)
         writer = BatchWriter(
