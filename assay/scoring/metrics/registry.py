@@ -241,7 +241,8 @@ def _arg_errors(exc: ValidationError, limit: int = 5) -> str:
     parts = []
     for err in exc.errors()[:limit]:
         loc = ".".join(["args", *(str(p) for p in err["loc"])])
-        parts.append(f"{loc}: {err['msg']}")
+        # pydantic prefixes the message of a ValueError raised by a validator; the reason alone reads better.
+        parts.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 
@@ -279,6 +280,14 @@ class MissingItemValue(AssayError):
     code = "missing_item_value"
 
 
+class BadItemValue(AssayError):
+    """A per-item value a metric cannot use (a reference that is not a number, not a list...). A
+    metric built from an args model reports it as a failed component with this reason."""
+
+    status_code = 422
+    code = "bad_item_value"
+
+
 def resolve_arg(value: Any, item: BaseModel) -> Any:
     """``value`` itself, or for an :class:`ItemRef` the item's value it names; raises
     :class:`MissingItemValue` when the item has no such value."""
@@ -303,6 +312,8 @@ def _reports_missing_values(score: Metric) -> Metric:
             return score(item, ctx)
         except MissingItemValue as exc:
             return ComponentResult.skipped(exc.message)
+        except BadItemValue as exc:
+            return ComponentResult.failed(exc.message)
 
     return run
 

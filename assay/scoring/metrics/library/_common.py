@@ -1,0 +1,68 @@
+"""What the library's metrics share: the args base model and reading the generic item.
+
+The metrics read the item's attributes by name (``input``, ``output``, ``expected``, ``context``,
+``metadata``), so they score any item model of that shape.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from assay.scoring.metrics.registry import ItemRef, resolve_arg
+
+KINDS = ("generic",)
+
+# The default of every argument that compares with the reference answer.
+EXPECTED = ItemRef.model_validate({"from": "expected"})
+
+
+class Args(BaseModel):
+    """Base of every library args model: an unknown argument is an error, never ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def as_text(value: Any) -> str:
+    """Text as it is; any other JSON value as JSON text (the judge shows non-strings the same way)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def output_text(item: BaseModel) -> str:
+    return as_text(getattr(item, "output", None))
+
+
+def text_arg(value: str | ItemRef, item: BaseModel) -> str:
+    return as_text(resolve_arg(value, item))
+
+
+def output_json(item: BaseModel) -> tuple[Any, str | None]:
+    """The output as a JSON value: a string output is JSON text to parse, anything else already is
+    one. Returns ``(value, None)`` or ``(None, why it is not JSON)``."""
+    output = getattr(item, "output", None)
+    if not isinstance(output, str):
+        return output, None
+    try:
+        return json.loads(output), None
+    except json.JSONDecodeError as exc:
+        return None, f"the output is not valid JSON: {exc}"
+
+
+def canonical(value: Any) -> str:
+    """One JSON spelling per value, for comparing and counting JSON values."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: 1 equals 1.0, but true is not 1 and "1" is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
