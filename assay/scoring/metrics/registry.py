@@ -170,6 +170,10 @@ def metric(
 def _load_all() -> None:
     for module in _METRIC_MODULES:
         importlib.import_module(module)
+    # Installed plug-ins last, so a plug-in can never take a name Assay's own metrics use.
+    from assay.scoring.metrics.plugins import load_plugins
+
+    load_plugins()
 
 
 def registered_metrics() -> dict[str, MetricInfo]:
@@ -205,7 +209,10 @@ def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: Plu
     reg = _REGISTRY.get(name)
     if reg is None:
         needed = f" (it comes from plug-in {plugin}, which is not installed here)" if plugin else ""
-        raise CriteriaError(f"unknown metric {name!r}{needed}; known: {', '.join(sorted(_REGISTRY))}")
+        from assay.scoring.metrics.plugins import load_failures
+
+        broken = "".join(f"; not loaded: {failure}" for failure in load_failures())
+        raise CriteriaError(f"unknown metric {name!r}{needed}; known: {', '.join(sorted(_REGISTRY))}{broken}")
     info = reg.info
     if info.plugin != plugin:
         raise CriteriaError(f"metric {name!r} comes from {_origin(plugin)} in the criteria but from {_origin(info.plugin)} here")
