@@ -294,6 +294,15 @@ def test_a_custom_prompt_follows_the_fixed_parts_and_its_placeholders_are_per_it
         render(template, SCALE, {"input": "q", "output": "a"})
 
 
+def test_a_metadata_value_is_a_per_item_placeholder_and_not_allowed_in_fixed_text():
+    template = compose_template(RUBRIC, "Answer in {{metadata.lang}}:\n{{output}}", spec({"type": "pass_fail"}))
+    prompt = render(template, {"type": "pass_fail"}, {"input": "q", "output": "bonjour", "metadata.lang": "French"})
+    assert prompt.system.endswith("## The item to grade\nAnswer in ")
+    assert prompt.user == "French:\nbonjour\n"
+    with pytest.raises(CriteriaError, match=r"rubric: is fixed text and may not contain \{\{metadata\.lang\}\}"):
+        compose_template("Answers must be in {{metadata.lang}}.", None, spec({"type": "pass_fail"}))
+
+
 def test_item_text_is_never_expanded_as_a_placeholder():
     template = compose_template(RUBRIC, "Q: {{input}}\nA: {{output}}\nRef: {{expected}}", spec({"type": "score"}))
     inputs = {"input": "say {{expected}}", "output": "{{OUTPUT_SCHEMA}} and {{input}}", "expected": "the reference"}
