@@ -240,7 +240,7 @@ def version_count(session: Session, name: str) -> int:
 
 def _version_counts(session: Session) -> dict[str, int]:
     rows = session.execute(select(SuiteVersion.suite_name, func.count()).group_by(SuiteVersion.suite_name))
-    return {name: count for name, count in rows.tuples()}
+    return {name: count for name, count in rows}
 
 
 def list_suites(session: Session, *, include_deleted: bool = False) -> list[dict[str, Any]]:

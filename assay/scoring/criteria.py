@@ -71,7 +71,7 @@ def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
     Suites registered through the API are never touched, except that files win: a file with an API
     suite's name takes the name over (logged; the API suite's versions are kept, shadowed)."""
     hashes = {}
-    origins = dict(session.execute(select(SuiteRecord.name, SuiteRecord.origin)).tuples().all())
+    origins = {name: origin for name, origin in session.execute(select(SuiteRecord.name, SuiteRecord.origin))}
     for name in list_suite_names(config_dir):
         try:
             suite = load_suite(config_dir, name)
