@@ -1,8 +1,12 @@
 """Batch reports: JSON, CSV and Excel, written a chunk of results at a time (flat memory for big batches).
 
 Each suite's kind names its report columns (``Kind.report_row``: for KQL, design 000's seven fields
-then the prompt, both queries and the execution error); kinds that name none get the generic columns
-(``views.flat_row``: the verdict and each component's score and status). A kind's row is followed by
+then the prompt, both queries and the execution error); kinds that name none (``generic``) get columns
+derived from the suite's components (``generic_columns``): the verdict, then per component
+``<name>_score``, ``<name>_status`` and ``<name>_reason`` (why it failed or was skipped), and for each
+rubric judge component its ``<name>_reasoning`` and its answer: ``<name>_verdict`` (the 0-1 score, the
+scale value, true/false or the label) or, for a ``criteria`` verdict, ``<name>.<criterion>`` (the
+criterion's scale value) and ``<name>.<criterion>_reasoning`` per criterion. A kind's row is followed by
 four columns that say which result it is: ``Position``, ``External ID``, ``Item ID``, ``Score ID``.
 
 - JSON: one document, ``{"batch": ..., "summary": ..., "columns": [...], "rows": [...]}``, streamed.
@@ -23,7 +27,7 @@ import importlib
 import json
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -34,15 +38,17 @@ from assay.scoring import csv_writer
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.pipeline import batch_summary
-from assay.scoring.store.models import Score
-from assay.scoring.suites import Criteria
-from assay.scoring.views import batch_view, flat_row
+from assay.scoring.store.models import Score, ScoreComponent
+from assay.scoring.suites import ComponentSpec, Criteria, RubricJudge
+from assay.scoring.views import batch_view
 
 __all__ = [
     "FORMATS",
     "MEDIA_TYPES",
     "ReportContext",
     "csv_chunks",
+    "generic_columns",
+    "generic_row",
     "json_chunks",
     "open_report",
     "report_row",
@@ -73,10 +79,6 @@ class ReportContext:
     kind: Kind
     columns: list[str]
 
-    @property
-    def components(self) -> list[str]:
-        return list(self.criteria.components)
-
 
 def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
     """Read the batch, its live summary and its criteria (raises ``NotFound`` for an unknown batch)."""
@@ -90,11 +92,11 @@ def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
         summary=batch_summary(session, batch.id),
         criteria=criteria,
         kind=kind,
-        columns=_columns(kind, list(criteria.components)),
+        columns=_columns(kind, criteria),
     )
 
 
-def _columns(kind: Kind, components: list[str]) -> list[str]:
+def _columns(kind: Kind, criteria: Criteria) -> list[str]:
     named = getattr(kind, "report_columns", None)
     if named:
         return [*named, *ID_COLUMNS]
@@ -104,16 +106,83 @@ def _columns(kind: Kind, components: list[str]) -> list[str]:
         if declared:
             return [*declared, *ID_COLUMNS]
         return []  # learnt from the first row
-    generic = ["position", "score_id", "external_id", "status", "total_score", "passed", "partial"]
-    for name in components:
-        generic += [f"{name}_score", f"{name}_status"]
-    return [*generic, "error_message", "cost_usd"]
+    return generic_columns(criteria)
 
 
-def report_row(score: Score, kind: Kind, components: list[str]) -> dict[str, Any]:
-    """One result's report row: the kind's columns (else the generic ones), then which result it is."""
+# --- columns derived from the suite's components (kinds without their own report) --------------------------
+
+_SCORE_HEAD = ("position", "score_id", "external_id", "status", "total_score", "passed", "partial")
+_SCORE_TAIL = ("error_message", "cost_usd")
+# The details key holding a rubric verdict's answer, per verdict type (judge.rubrics' score functions).
+_VERDICT_VALUE = {"score": "score", "scale": "scale", "pass_fail": "passed", "labels": "label"}
+
+Cell = Callable[[ScoreComponent | None], Any]
+
+
+def _details(component: ScoreComponent | None) -> dict[str, Any]:
+    return (component.details or {}) if component is not None else {}
+
+
+def _criterion(name: str, key: str) -> Cell:
+    def cell(component: ScoreComponent | None) -> Any:
+        answer = _details(component).get("criteria")
+        entry = answer.get(name) if isinstance(answer, dict) else None
+        return entry.get(key) if isinstance(entry, dict) else None
+
+    return cell
+
+
+def _component_cells(name: str, spec: ComponentSpec) -> list[tuple[str, Cell]]:
+    """One component's (column, cell) pairs: what every component has, then a rubric judge's answer."""
+    cells: list[tuple[str, Cell]] = [
+        (f"{name}_score", lambda c: c.score if c is not None else None),
+        (f"{name}_status", lambda c: c.status if c is not None else None),
+        (f"{name}_reason", lambda c: c.reason if c is not None else None),
+    ]
+    if not isinstance(spec.judge, RubricJudge):
+        return cells
+    verdict = spec.judge.verdict
+    if verdict.type == "criteria":
+        for criterion in verdict.criteria or []:
+            cells.append((f"{name}.{criterion.name}", _criterion(criterion.name, "score")))
+            cells.append((f"{name}.{criterion.name}_reasoning", _criterion(criterion.name, "reasoning")))
+    else:
+        key = _VERDICT_VALUE[verdict.type]
+        cells.append((f"{name}_verdict", lambda c: _details(c).get(key)))
+    cells.append((f"{name}_reasoning", lambda c: _details(c).get("reasoning")))
+    return cells
+
+
+def generic_columns(criteria: Criteria) -> list[str]:
+    """The columns of ``generic_row`` for this suite, in order."""
+    cells = [column for name, spec in criteria.components.items() for column, _ in _component_cells(name, spec)]
+    return [*_SCORE_HEAD, *cells, *_SCORE_TAIL]
+
+
+def generic_row(score: Score, criteria: Criteria) -> dict[str, Any]:
+    """One result as the suite's components describe it (``generic_columns``)."""
+    by_name = {c.component: c for c in score.components}
+    row: dict[str, Any] = {
+        "position": score.position,
+        "score_id": str(score.id),
+        "external_id": score.item.external_id if score.item is not None else None,
+        "status": score.status,
+        "total_score": score.total,
+        "passed": score.passed,
+        "partial": score.partial,
+    }
+    for name, spec in criteria.components.items():
+        for column, cell in _component_cells(name, spec):
+            row[column] = cell(by_name.get(name))
+    row["error_message"] = score.error_message
+    row["cost_usd"] = score.cost_usd
+    return row
+
+
+def report_row(score: Score, kind: Kind, criteria: Criteria) -> dict[str, Any]:
+    """One result's report row: the kind's columns (else the suite's generic ones), then which result it is."""
     if kind.report_row is None:
-        return flat_row(score, components)
+        return generic_row(score, criteria)
     row = dict(kind.report_row(score))
     row.update(
         {
@@ -128,7 +197,7 @@ def report_row(score: Score, kind: Kind, components: list[str]) -> dict[str, Any
 
 def _rows(ctx: ReportContext, scores: Iterable[Score]) -> Iterator[dict[str, Any]]:
     for score in scores:
-        yield report_row(score, ctx.kind, ctx.components)
+        yield report_row(score, ctx.kind, ctx.criteria)
 
 
 # --- JSON -------------------------------------------------------------------------------------------------
@@ -255,7 +324,8 @@ def write_xlsx(ctx: ReportContext, scores: Iterable[Score], target: str | IO[byt
     wide = {"LLM Reasoning", "Prompt", "Generated Query", "Expected Query", "Execution Error", "error_message"}
     for i, name in enumerate(columns):
         letter = _column_letter(i + 1)
-        results.column_dimensions[letter].width = 60 if name in wide else max(12, min(40, len(name) + 2))
+        is_wide = name in wide or name.endswith(("_reasoning", "_reason"))
+        results.column_dimensions[letter].width = 60 if is_wide else max(12, min(40, len(name) + 2))
     results.append([cell(results, name, header=True) for name in columns])
     n = 0
     if first is not None:

@@ -28,8 +28,10 @@ from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.store.db import new_session, transaction
+from assay.scoring.reports import generic_columns, generic_row
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES
-from assay.scoring.views import batch_view, flat_row, live_lines, score_view
+from assay.scoring.suites import Criteria
+from assay.scoring.views import batch_view, live_lines, score_view
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/batches", tags=["batches"], route_class=StrictJsonRoute)
@@ -303,30 +305,29 @@ def results(
                 ],
             )
     return StreamingResponse(
-        _export(batch_id, status, format, list(criteria.components), criteria.threshold, get_kind(criteria.kind)),
+        _export(batch_id, status, format, criteria, get_kind(criteria.kind)),
         media_type="application/x-ndjson" if format == "jsonl" else "text/csv",
         headers={"Content-Disposition": f'attachment; filename="batch-{batch_id}.{format}"'},
     )
 
 
-def _export(
-    batch_id: uuid.UUID, status: str, fmt: str, components: list[str], threshold: float, kind: Kind
-) -> Iterator[str]:
+def _export(batch_id: uuid.UUID, status: str, fmt: str, criteria: Criteria, kind: Kind) -> Iterator[str]:
     """Every result, streamed: JSONL (full views, plus the kind's report columns) or CSV (the kind's
-    report columns when it names them, else one column per component)."""
+    report columns when it names them, else the columns derived from the suite's components)."""
     session = new_session()
     try:
         rows = svc.iter_results(session, batch_id, status=status)
         if fmt == "jsonl":
             for score in rows:
-                view = score_view(score, threshold=threshold)
+                view = score_view(score, threshold=criteria.threshold)
                 if kind.report_row is not None:
                     view["report"] = kind.report_row(score)
                 yield json.dumps(view) + "\n"
             return
-        yield from csv_chunks(
-            kind.report_row(score) if kind.report_row is not None else flat_row(score, components) for score in rows
-        )
+        if kind.report_row is not None:
+            yield from csv_chunks(kind.report_row(score) for score in rows)
+        else:
+            yield from csv_chunks((generic_row(score, criteria) for score in rows), generic_columns(criteria))
     finally:
         session.close()
 
