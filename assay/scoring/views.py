@@ -131,23 +131,3 @@ def item_view(item: Item) -> dict[str, Any]:
         "created_at": iso(item.created_at),
     }
 
-
-def flat_row(score: Score, component_names: list[str]) -> dict[str, Any]:
-    """One CSV row: the item, the verdict, and each component's score."""
-    by_name = {c.component: c for c in score.components}
-    row: dict[str, Any] = {
-        "position": score.position,
-        "score_id": str(score.id),
-        "external_id": score.item.external_id if score.item is not None else None,
-        "status": score.status,
-        "total_score": score.total,
-        "passed": score.passed,
-        "partial": score.partial,
-    }
-    for name in component_names:
-        comp = by_name.get(name)
-        row[f"{name}_score"] = comp.score if comp is not None else None
-        row[f"{name}_status"] = comp.status if comp is not None else None
-    row["error_message"] = score.error_message
-    row["cost_usd"] = score.cost_usd
-    return row
