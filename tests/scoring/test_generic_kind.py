@@ -4,6 +4,7 @@ its live lines."""
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -82,16 +83,16 @@ UPLOADED = {
     "question": "Where is my parcel?",
     "response": {"choices": [{"text": "It ships tomorrow [1]."}]},
     "gold": {"text": "It ships tomorrow."},
-    "retrieved": [{"text": "Parcels ship in a day."}, {"score": 0.2}, {"text": "Returns take a week."}],
+    "retrieved": ["Parcels ship in a day.", "Returns take a week."],
     "level": "easy",
     "internal": "left out",
 }
 MAPPING = {
     "id": "qid",
     "input": "question",
-    "output": "response.choices.0.text",
+    "output": "response.choices[0].text",
     "expected": "gold.text",
-    "context": "retrieved.*.text",
+    "context": "retrieved",
     "metadata.level": "level",
 }
 
@@ -103,7 +104,7 @@ def test_mapping_builds_the_canonical_item_and_leaves_the_rest_out() -> None:
         "input": "Where is my parcel?",
         "output": "It ships tomorrow [1].",
         "expected": "It ships tomorrow.",
-        "context": ["Parcels ship in a day.", "Returns take a week."],  # elements without the key are left out
+        "context": ["Parcels ship in a day.", "Returns take a week."],
         "metadata": {"level": "easy"},
     }
     GenericItem.model_validate(payload)
@@ -138,13 +139,14 @@ def test_a_missing_required_path_names_the_path_and_the_keys_found() -> None:
     with pytest.raises(InvalidInput) as info:
         prepare_payload({"question": "q", "response": {"choices": []}}, _criteria(MAPPING))
     assert info.value.message == (
-        "output (mapped from response.choices.0.text) is not in the item: response.choices is a list of 0 "
-        "(no element '0')"
+        "output (mapped from response.choices[0].text) is not in the item: $.response.choices has 0 elements, no index 0"
     )
     with pytest.raises(InvalidInput) as info:
+        prepare_payload({"question": "q", "response": "x"}, _criteria(MAPPING))
+    assert info.value.message == "output (mapped from response.choices[0].text) is not in the item: $.response is not an object"
+    with pytest.raises(InvalidInput) as info:
         prepare_payload({"response": "x"}, _criteria(MAPPING))
-    assert info.value.message.startswith("input (mapped from question) is not in the item: the object has no key")
-    assert "its keys: response" in info.value.message
+    assert info.value.message == "input (mapped from question) is not in the item: $ has no key 'question'"
 
 
 def test_a_null_required_value_is_refused() -> None:
@@ -173,13 +175,13 @@ def test_a_non_object_line_is_refused() -> None:
     [
         ({"outptu": "answer"}, "fields.outptu: not a field of a generic item"),
         ({"metadata.": "x"}, "fields.metadata.: not a field"),
-        ({"output": "a..b"}, "fields.output: 'a..b' is not a path"),
-        ({"output": ""}, "fields.output: '' is not a path"),
+        ({"output": "a..b"}, "fields.output: 'a..b' is not a path like a.b[0].c"),
+        ({"output": "a[x]"}, "fields.output: 'a[x]' is not a path like a.b[0].c"),
         ({"metadata": "m", "metadata.k": "k"}, "map either metadata as a whole or metadata.KEY"),
     ],
 )
 def test_bad_mappings_are_criteria_errors(fields: dict[str, str], message: str) -> None:
-    with pytest.raises(CriteriaError, match=message.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(CriteriaError, match=re.escape(message)):
         check_fields(fields)
     with pytest.raises(CriteriaError):
         prepare_payload({"input": "q", "output": "a"}, _criteria(fields))

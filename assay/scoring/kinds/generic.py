@@ -11,14 +11,13 @@ field is in the objects its users upload, so they upload their files as they are
     fields:
       id: qid                       # an integer id is taken as its decimal text
       input: question
-      output: response.choices.0.text
+      output: response.choices[0].text
       expected: gold.text
-      context: retrieved.*.text     # ``*``: that key of every element of a list
+      context: retrieved            # a string or a list of strings
       metadata.difficulty: level    # one metadata key (``metadata: PATH`` maps a whole object)
 
-A path is keys separated by dots; a segment that is an integer indexes a list, and ``*`` takes every
-element of a list (the rest of the path is then read in each element). A key holding a dot cannot be
-named. The mapping is part of the criteria and the *stored* item is canonical: a canonical field the
+A path is written as in the JSON metrics (``a.b[0].c``: keys separated by dots, ``[N]`` list indexes
+counting from 0; a key holding ``.``, ``[`` or ``]`` cannot be named). The mapping is part of the criteria and the *stored* item is canonical: a canonical field the
 mapping does not name is taken from the top-level key of the same name, and every other key of the
 uploaded object is left out (map what you need into ``metadata``). Without ``fields`` a line must be
 the canonical item itself. A path that is not in the object is an error for ``input`` and ``output``
@@ -58,6 +57,7 @@ from assay.scoring.judge.governor import estimate_tokens
 from assay.scoring.judge.prompt import template_placeholders
 from assay.scoring.kinds import Kind
 from assay.scoring.kinds.alert_session import input_budget
+from assay.scoring.metrics.library.json_checks import PathStep, lookup, parse_path
 
 KIND_NAME = "generic"
 ITEM_CHARS = 200_000
@@ -97,13 +97,6 @@ class GenericItem(BaseModel):
 # --- field mapping ---------------------------------------------------------------------------------
 
 
-class _Missing:
-    """A path that is not in the object (distinct from a JSON null found there)."""
-
-
-MISSING = _Missing()
-
-
 def _target_ok(target: str) -> bool:
     if target.startswith(METADATA_PREFIX):
         return len(target) > len(METADATA_PREFIX)
@@ -111,62 +104,25 @@ def _target_ok(target: str) -> bool:
 
 
 def check_fields(fields: Mapping[str, str]) -> None:
-    """Refuse a ``fields`` mapping that names no canonical field or holds an empty path segment."""
+    """Refuse a ``fields`` mapping that names no canonical field or holds a path that is not one."""
     for target, path in fields.items():
         if not _target_ok(target):
             raise CriteriaError(
                 f"fields.{target}: not a field of a generic item; map one of {', '.join(CANONICAL_FIELDS)} "
                 "or metadata.KEY"
             )
-        if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
-            raise CriteriaError(f"fields.{target}: {path!r} is not a path (keys separated by single dots)")
+        try:
+            parse_path(path)
+        except (TypeError, ValueError) as exc:
+            raise CriteriaError(f"fields.{target}: {exc}") from None
     if "metadata" in fields and any(t.startswith(METADATA_PREFIX) for t in fields):
         raise CriteriaError("fields: map either metadata as a whole or metadata.KEY entries, not both")
 
 
 @lru_cache(maxsize=64)
-def _compiled(fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _compiled(fields: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str, tuple[PathStep, ...]], ...]:
     check_fields(dict(fields))
-    return tuple((target, tuple(path.split("."))) for target, path in fields)
-
-
-def read_path(value: Any, path: tuple[str, ...]) -> Any:
-    """The value at ``path`` in a parsed JSON value, or :data:`MISSING`. ``*`` maps the rest of the
-    path over a list (elements where it is missing are left out)."""
-    for position, part in enumerate(path):
-        if part == "*":
-            if not isinstance(value, list):
-                return MISSING
-            found = [read_path(element, path[position + 1 :]) for element in value]
-            return [v for v in found if v is not MISSING]
-        if isinstance(value, dict):
-            if part not in value:
-                return MISSING
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit():
-            index = int(part)
-            if index >= len(value):
-                return MISSING
-            value = value[index]
-        else:
-            return MISSING
-    return value
-
-
-def _keys_hint(value: Any, path: tuple[str, ...]) -> str:
-    """Where the path stops matching, for the message of a rejected line."""
-    for depth, part in enumerate(path):
-        step = read_path(value, path[: depth + 1])
-        if step is MISSING:
-            parent = read_path(value, path[:depth]) if depth else value
-            where = ".".join(path[:depth]) or "the object"
-            if isinstance(parent, dict):
-                keys = ", ".join(sorted(parent)[:20]) or "none"
-                return f"{where} has no key {part!r} (its keys: {keys})"
-            if isinstance(parent, list):
-                return f"{where} is a list of {len(parent)} (no element {part!r})"
-            return f"{where} is {type(parent).__name__}, not an object"
-    return ""
+    return tuple((target, path, parse_path(path)) for target, path in fields)
 
 
 def prepare_payload(raw: Any, criteria: Any) -> dict[str, Any]:
@@ -179,18 +135,16 @@ def prepare_payload(raw: Any, criteria: Any) -> dict[str, Any]:
         return raw
     payload: dict[str, Any] = {}
     mapped = _compiled(tuple(sorted(fields.items())))
-    targets = {target for target, _ in mapped}
+    targets = {target for target, _, _ in mapped}
     for name in CANONICAL_FIELDS:
         if name not in targets and raw.get(name) is not None:
             payload[name] = raw[name]
     metadata: dict[str, Any] = {}
-    for target, path in mapped:
-        value = read_path(raw, path)
-        if value is MISSING or value is None:
+    for target, path, steps in mapped:
+        found, value, why = lookup(raw, steps)
+        if not found or value is None:
             if target in REQUIRED_FIELDS:
-                shown = ".".join(path)
-                why = "is null" if value is None else f"is not in the item: {_keys_hint(raw, path)}"
-                raise InvalidInput(f"{target} (mapped from {shown}) {why}")
+                raise InvalidInput(f"{target} (mapped from {path}) " + (f"is not in the item: {why}" if not found else "is null"))
             continue
         if target == "id" and isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # files often number their items
