@@ -77,6 +77,14 @@ class ComponentOut(BaseModel):
     details: dict[str, Any]
     reason: str | None
     attempts: int
+    raw_output: str | None = Field(
+        None, description="A judge component's raw answer when it was unusable (kept as it came, for a look)"
+    )
+    carried_over_from: str | None = Field(
+        None,
+        description="Set when a re-score copied this result unchanged (same component specification, same "
+        "item) instead of computing it again, at no cost: the score whose run computed it",
+    )
 
 
 class ScoreOut(BaseModel):

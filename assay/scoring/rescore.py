@@ -23,13 +23,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import and_, exists, func, or_, select, text
+from pydantic import ValidationError
+from sqlalchemy import and_, exists, func, literal, or_, select, text
 from sqlalchemy.orm import Session, aliased
 
 from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import AssayError, BadRequest
 from assay.scoring.kinds import get_kind
-from assay.scoring.pipeline import pending_score
+from assay.scoring.pipeline import latest_finished_score, pending_score
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import (
     Batch,
@@ -115,14 +116,18 @@ class Estimate:
     output_tokens: int
     cost_usd: float
     lane: Lane
-    # How output tokens were estimated: "history" (this suite's past judgments) or "max_tokens" (a bound).
+    # How output tokens were estimated: "history" (this suite's past judgments), "max_tokens" (a bound),
+    # both joined by " + " when judge components differ, or "none" (no call to make).
     output_basis: str
     notes: list[str] = field(default_factory=list)
+    # Judge calls a re-score will not make: the component's result carries over unchanged.
+    carried_over: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "items": self.items,
             "judge_calls": self.judge_calls,
+            "carried_over": self.carried_over,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 6),
@@ -136,64 +141,127 @@ def estimate(
     session: Session, criteria_hash: str, suite: str, items_where: Any, catalog: ModelCatalog, lane: Lane
 ) -> Estimate:
     """Items, judge calls, tokens and dollars scoring the items matching ``items_where`` under a
-    criteria would spend: prompt tokens measured on a sample of the items (rendered exactly as the
-    judge would send them), output tokens from the suite's past judgments (or max_tokens when it has
-    none), priced from the model catalog."""
+    criteria would spend: one call per judge component and item, less the components a re-score
+    carries over unchanged (counted exactly, from each item's latest finished score); prompt tokens
+    measured per judge component on a sample of the items (rendered exactly as the judge would send
+    them), output tokens from the component's past judgments in the suite (or its max_tokens when it
+    has none), priced from the model catalog."""
     criteria = load_criteria(session, criteria_hash)
     items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
-    judges = [name for name, spec in criteria.components.items() if spec.judge]
-    if not judges or criteria.judge is None or items == 0:
+    judges = criteria.judge_components
+    if not judges or items == 0:
         return Estimate(items, 0, 0, 0, 0.0, lane, "none")
-    price = catalog.models[criteria.judge.model]
-    system_tokens, user_tokens, notes = _sample_prompt_tokens(session, items_where, criteria, catalog)
-    output, basis = _typical_output_tokens(session, suite, judges, criteria.judge.max_tokens)
-    calls = items * len(judges)
-    cacheable = system_tokens >= price.min_cacheable_tokens
-    per_call = (
-        user_tokens * price.input_per_mtok
-        + system_tokens * (price.cache_read_per_mtok if cacheable else price.input_per_mtok)
-        + output * price.output_per_mtok
-    ) / 1_000_000
-    cost = calls * per_call * (price.batch_discount if lane == "batch" else 1.0)
-    if cacheable:
-        notes.append("the static prompt prefix is priced as a cache read (the first call of each cache window pays to write it)")
+    carried = carried_judge_calls(session, criteria, suite, items_where)
+    kind = get_kind(criteria.kind)
+    payloads = session.scalars(select(Item.payload).where(items_where).order_by(Item.id).limit(ESTIMATE_SAMPLE)).all()
+    sampled = [kind.item_model.model_validate(payload) for payload in payloads]
+    calls = input_tokens = output_tokens = 0.0
+    cost = 0.0
+    bases: list[str] = []
+    notes = [f"prompt tokens measured on {len(sampled)} sampled item(s) at ~4 characters per token"]
+    for name in judges:
+        left = items - carried.get(name, 0)
+        if left <= 0:
+            continue
+        judge = criteria.judge_for(name)
+        price = catalog.models[judge.model]
+        system_tokens, user_tokens, unusable = _sample_prompt_tokens(criteria, name, kind, sampled, catalog)
+        if unusable:
+            notes.append(f"{name}: {unusable} sampled item(s) cannot be judged as stored (they will fail, not spend)")
+        output, basis = _typical_output_tokens(session, suite, name, judge.max_tokens)
+        cacheable = system_tokens >= price.min_cacheable_tokens
+        per_call = (
+            user_tokens * price.input_per_mtok
+            + system_tokens * (price.cache_read_per_mtok if cacheable else price.input_per_mtok)
+            + output * price.output_per_mtok
+        ) / 1_000_000
+        if cacheable:
+            notes.append(
+                f"{name}: the static prompt prefix is priced as a cache read (the first call of each cache "
+                "window pays to write it)"
+            )
+        calls += left
+        input_tokens += left * (system_tokens + user_tokens)
+        output_tokens += left * output
+        cost += left * per_call * (price.batch_discount if lane == "batch" else 1.0)
+        bases.append(basis)
+    total_carried = sum(carried.values())
+    if total_carried:
+        notes.append(
+            f"{total_carried} judge call(s) carried over: their component and item are unchanged since the "
+            "item's last score, so its result is copied at no cost"
+        )
     return Estimate(
-        items, calls, round(calls * (system_tokens + user_tokens)), round(calls * output), cost, lane, basis, notes
+        items,
+        int(calls),
+        round(input_tokens),
+        round(output_tokens),
+        cost,
+        lane,
+        " + ".join(dict.fromkeys(bases)) or "none",
+        notes,
+        total_carried,
     )
 
 
+def carried_judge_calls(session: Session, criteria: Criteria, suite: str, items_where: Any) -> dict[str, int]:
+    """Per judge component, how many of the items a re-score would carry over instead of judging:
+    the item's latest finished score of the suite has the component landed ok under the same
+    component fingerprint (the rule of ``pipeline.carried_results``)."""
+    judges = criteria.judge_components
+    rows = session.execute(
+        select(Score.criteria_hash, ScoreComponent.component, func.count())
+        .select_from(Item)
+        .join(Score, Score.id == latest_finished_score(Item.id, literal(suite)))
+        .join(ScoreComponent, ScoreComponent.score_id == Score.id)
+        .where(items_where, ScoreComponent.component.in_(judges), ScoreComponent.status == "ok")
+        .group_by(Score.criteria_hash, ScoreComponent.component)
+    ).all()
+    carried: dict[str, int] = {}
+    for old_hash, name, count in rows:
+        try:
+            old = load_criteria(session, old_hash)
+        except (AssayError, ValidationError):
+            continue  # criteria this code can no longer read carry nothing over
+        if name in old.components and old.component_fingerprint(name) == criteria.component_fingerprint(name):
+            carried[name] = carried.get(name, 0) + count
+    return carried
+
+
 def _sample_prompt_tokens(
-    session: Session, items_where: Any, criteria: Criteria, catalog: ModelCatalog
-) -> tuple[float, float, list[str]]:
+    criteria: Criteria, component: str, kind: Any, sampled: list[Any], catalog: ModelCatalog
+) -> tuple[float, float, int]:
+    """Mean system and user prompt tokens of one judge component over the sampled items, and how many
+    of them cannot be judged."""
     from assay.scoring.judge.governor import estimate_tokens
     from assay.scoring.scorer import render_judge_prompt
 
-    kind = get_kind(criteria.kind)
-    payloads = session.scalars(select(Item.payload).where(items_where).order_by(Item.id).limit(ESTIMATE_SAMPLE)).all()
     systems: list[int] = []
     users: list[int] = []
     unusable = 0
-    for payload in payloads:
+    for item in sampled:
         try:
-            prompt, _ = render_judge_prompt(criteria, kind, kind.item_model.model_validate(payload), catalog)
+            prompt, _ = render_judge_prompt(criteria, component, kind, item, catalog)
         except (AssayError, ValueError):
             unusable += 1
             continue
         systems.append(estimate_tokens(prompt.system) if prompt.system else 0)
         users.append(estimate_tokens(prompt.user))
-    notes = [f"prompt tokens measured on {len(users)} sampled item(s) at ~4 characters per token"]
-    if unusable:
-        notes.append(f"{unusable} sampled item(s) cannot be judged as stored (they will fail, not spend)")
     if not users:
-        return 0.0, 0.0, notes
-    return statistics.fmean(systems), statistics.fmean(users), notes
+        return 0.0, 0.0, unusable
+    return statistics.fmean(systems), statistics.fmean(users), unusable
 
 
-def _typical_output_tokens(session: Session, suite: str, judges: list[str], max_tokens: int) -> tuple[float, str]:
+def _typical_output_tokens(session: Session, suite: str, component: str, max_tokens: int) -> tuple[float, str]:
     usages = session.scalars(
         select(ScoreComponent.usage)
         .join(Score, Score.id == ScoreComponent.score_id)
-        .where(Score.suite_name == suite, ScoreComponent.component.in_(judges), ScoreComponent.status == "ok")
+        .where(
+            Score.suite_name == suite,
+            ScoreComponent.component == component,
+            ScoreComponent.status == "ok",
+            ScoreComponent.carried_over_from.is_(None),  # a copy made no call
+        )
         .order_by(ScoreComponent.landed_at.desc())
         .limit(1000)
     ).all()

@@ -34,6 +34,8 @@ def component_view(component: ScoreComponent) -> dict[str, Any]:
         "details": component.details or {},
         "reason": component.reason,
         "attempts": component.attempts,
+        "raw_output": component.raw_output,
+        "carried_over_from": str(component.carried_over_from) if component.carried_over_from else None,
     }
 
 

@@ -17,6 +17,7 @@ from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Score, ScoreComponent, utcnow
 from assay.scoring.suites import load_model_catalog, load_suite, parse_suite
 from assay.settings import get_settings
+from tests.conftest import API_KEY
 from tests.scoring.test_pipeline import make_batch, plan_all
 
 CONFIG = get_settings().config_dir
@@ -269,3 +270,29 @@ def test_estimate_counts_one_call_per_judge_component_left_to_pay(kql):
         estimate = rescore.estimate(s, new_hash, "kql", rescore.candidates(record, rescore.Selection()), catalog, "realtime")
     assert (estimate.items, estimate.judge_calls, estimate.carried_over) == (3, 3, 0)
     assert estimate.cost_usd > 0
+
+
+def test_the_score_api_and_the_item_page_show_what_was_carried(kql, api_client):
+    from fastapi.testclient import TestClient
+
+    from tests.dashboard.support import make_app
+
+    _, old = first_batch(1)
+    ((item_id, before),) = old.items()
+    register_kql(JUDGE_MODEL)
+    run = rescore_run()
+    plan_all(run)
+    body = api_client.get(f"/api/v1/items/{item_id}").json()
+    (scored,) = [s for s in body["scores"] if s["batch_id"] == str(run)]
+    comps = scored["components"]
+    assert {name: c["carried_over_from"] for name, c in comps.items()} == {
+        **{name: str(before.id) for name in METRICS},
+        JUDGE: None,
+    }
+    assert comps["schema_match"]["details"] == {"note": "schema_match"}
+
+    with TestClient(make_app(), base_url="https://testserver", follow_redirects=False) as browser:
+        signed = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        assert signed.status_code == 303
+        page = browser.get(f"/dashboard/items/{item_id}").text
+    assert page.count(f"carried over unchanged from score {str(before.id)[:8]}") == len(METRICS)

@@ -30,7 +30,10 @@ class RescoreIn(BaseModel):
     partial: bool = Field(
         False, description="Also items whose current score is partial (judge skipped for lack of an API key)"
     )
-    dry_run: bool = Field(False, description="Only count and estimate: items, judge calls, tokens, dollars")
+    dry_run: bool = Field(
+        False, description="Only count and estimate: items, judge calls (one per judge component and item, less "
+        "those carried over unchanged), tokens, dollars"
+    )
     lane: Literal["realtime", "batch"] = Field(
         "realtime", description="batch: judge calls through the Message Batches API (half price, slower)"
     )
@@ -41,7 +44,11 @@ class RescoreIn(BaseModel):
 
 class EstimateOut(BaseModel):
     items: int
-    judge_calls: int
+    judge_calls: int = Field(..., description="One per judge component and item, less those carried over")
+    carried_over: int = Field(
+        0, description="Judge calls not made: the component and the item are unchanged since the item's last "
+        "score, so a re-score copies that result at no cost"
+    )
     input_tokens: int
     output_tokens: int
     cost_usd: float = Field(..., description="Estimated judge cost in US dollars (batch lane: discounted)")
