@@ -148,7 +148,7 @@ def _reactivate(
             .where(ScoreComponent.score_id.in_(chunk), ScoreComponent.status.in_(component_statuses))
             .values(
                 status="pending", score=None, weighted_score=None, reason=None, attempts=0, landed_at=None,
-                enqueued_at=utcnow(), details=None, run_after=None,
+                enqueued_at=utcnow(), details=None, run_after=None, raw_output=None, carried_over_from=None,
             )
             .returning(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.queue)
         ).all()

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from assay.scoring import pipeline, rescore
+from assay.scoring import batches, pipeline, rescore
 from assay.scoring.criteria import current_suite, load_criteria, register_suite
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
@@ -296,3 +296,38 @@ def test_the_score_api_and_the_item_page_show_what_was_carried(kql, api_client):
         assert signed.status_code == 303
         page = browser.get(f"/dashboard/items/{item_id}").text
     assert page.count(f"carried over unchanged from score {str(before.id)[:8]}") == len(METRICS)
+
+
+def test_each_judge_component_keeps_its_raw_output_and_a_retry_forgets_copies(kql):
+    batch_id, _ = make_batch(1)
+    skipped = ComponentResult.skipped("no dataset: nothing to execute", pass_blocker="the query was not executed")
+    garbage = {"judge": ComponentResult.failed("judge answered garbage", raw_output="{{{"), "results_match": skipped}
+    for ref in plan_all(batch_id):
+        with transaction() as s:
+            pipeline.claim(s, ref, "w", 60)
+            pipeline.land(s, ref, garbage.get(ref.queue) or garbage.get(ref.component) or result_for(ref))
+    (first,) = scores(batch_id).values()
+    assert components(batch_id)[(first.item_id, JUDGE)].raw_output == "{{{" == first.raw_judge_output
+
+    register_kql(THRESHOLD)
+    run = rescore_run()
+    (ref,) = plan_all(run)
+    with transaction() as s:
+        pipeline.claim(s, ref, "w", 60)
+        pipeline.land(s, ref, ComponentResult.failed("judge answered garbage again", raw_output="[[["))
+    comps = components(run)
+    assert comps[(first.item_id, JUDGE)].raw_output == "[[["
+    assert comps[(first.item_id, "results_match")].carried_over_from == first.id
+    assert scores(run)[first.item_id].status == "failed"
+
+    with transaction() as s:
+        refs = batches.retry_failed(s, s.get(Batch, run))
+    assert sorted(r.component for r in refs) == [JUDGE, "results_match"]
+    comps = components(run)
+    for name in (JUDGE, "results_match"):
+        assert (comps[(first.item_id, name)].status, comps[(first.item_id, name)].raw_output) == ("pending", None)
+        assert comps[(first.item_id, name)].carried_over_from is None
+    land_refs(refs)
+    comps = components(run)
+    assert comps[(first.item_id, "results_match")].carried_over_from is None, "computed by the retry"
+    assert scores(run)[first.item_id].status == "completed"
