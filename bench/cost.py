@@ -45,7 +45,6 @@ from assay.scoring.judge.service import (
     run_judge,
     usage_of,
 )
-from assay.scoring.judge.verdicts import verdict_model
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import cache_read_ratio
 from assay.scoring.scorer import judge_inputs_for, render_judge_prompt
@@ -109,8 +108,7 @@ class Lane:
 
 def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base_url: str) -> Lane:
     criteria = suite.criteria
-    judge = criteria.judge
-    assert judge is not None
+    judge = criteria.judge_for(criteria.judge_components[0])
     kind = get_kind(criteria.kind)
     price = catalog.models[judge.model]
     client = make_client("bench", base_url, suite.options.judge.timeout_seconds)
@@ -121,15 +119,15 @@ def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, b
     lane = Lane()
     started = time.perf_counter()
     for item in items:
-        inputs, _ = judge_inputs_for(criteria, kind, item, catalog)
+        inputs, _ = judge_inputs_for(criteria, judge.component, kind, item, catalog)
         outcome = run_judge(
             JudgeRequest(
                 model=judge.model,
                 max_tokens=judge.max_tokens,
                 timeout_seconds=suite.options.judge.timeout_seconds,
-                prompt_template=judge.prompt,
+                prompt_template=judge.template,
                 inputs=inputs,
-                verdict_model=verdict_model(judge.verdict),
+                verdict_model=judge.verdict.model,
             ),
             client=client,
             breaker=breaker,
@@ -147,14 +145,13 @@ def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, b
 
 def batch_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base_url: str) -> Lane:
     criteria = suite.criteria
-    judge = criteria.judge
-    assert judge is not None
+    judge = criteria.judge_for(criteria.judge_components[0])
     kind = get_kind(criteria.kind)
     price = catalog.models[judge.model]
-    verdict = verdict_model(judge.verdict)
+    verdict = judge.verdict.model
     requests = []
     for i, item in enumerate(items):
-        prompt, _ = render_judge_prompt(criteria, kind, item, catalog)
+        prompt, _ = render_judge_prompt(criteria, judge.component, kind, item, catalog)
         params: dict[str, Any] = {  # as batch_lane.prepare builds them
             "model": judge.model,
             "max_tokens": judge.max_tokens,
@@ -238,12 +235,11 @@ def main() -> None:
     with FakeAnthropic(batch_processing_seconds=0.2) as fake:
         for name in args.suites.split(","):
             suite = load_suite(CONFIG, name, env=os.environ)
-            judge = suite.criteria.judge
-            assert judge is not None
+            judge = suite.criteria.judge_for(suite.criteria.judge_components[0])
             kind = get_kind(suite.criteria.kind)
             price = catalog.models[judge.model]
             items = [kind.item_model.model_validate(raw) for raw in makers[name](args.items)]
-            prompt, _ = render_judge_prompt(suite.criteria, kind, items[0], catalog)
+            prompt, _ = render_judge_prompt(suite.criteria, judge.component, kind, items[0], catalog)
             prefix = len(prompt.system) // CHARS_PER_TOKEN  # as the fake counts it
             cacheable = prefix >= price.min_cacheable_tokens
 

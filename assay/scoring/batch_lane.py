@@ -93,7 +93,6 @@ def prepare(
     pointed at it. An item that cannot be judged fails now (as on the realtime lane); a budget that
     cannot pay for more stops the batch (``stop_for_budget``) instead of sending."""
     from assay.scoring.judge.service import output_config_for
-    from assay.scoring.judge.verdicts import verdict_model
     from assay.scoring.scorer import render_judge_prompt
 
     # No lock on the batch row: landings need it, and one provider_batches task runs at a time.
@@ -126,21 +125,20 @@ def prepare(
     for row in rows:
         ref = ComponentRef(row.score_id, component, JUDGE_QUEUE)
         criteria = load_criteria(session, row.criteria_hash)
-        judge = criteria.judge
-        assert judge is not None
         kind = get_kind(criteria.kind)
-        price = catalog.models[judge.model]
         try:
-            prompt, _ = render_judge_prompt(criteria, kind, kind.item_model.model_validate(row.payload), catalog)
+            judge = criteria.judge_for(component)
+            prompt, _ = render_judge_prompt(criteria, component, kind, kind.item_model.model_validate(row.payload), catalog)
         except AssayError as exc:
             pipeline.land(session, ref, ComponentResult.failed(exc.message, dict(exc.details)))
             prepared.failed += 1
             continue
+        price = catalog.models[judge.model]
         params: dict[str, Any] = {
             "model": judge.model,
             "max_tokens": judge.max_tokens,
             "messages": [{"role": "user", "content": prompt.user}],
-            "output_config": output_config_for(verdict_model(judge.verdict)),
+            "output_config": output_config_for(judge.verdict.model),
         }
         if prompt.system:
             params["system"] = prompt.system_blocks()
@@ -260,7 +258,6 @@ def apply_results(
 ) -> list[ComponentRef]:
     """Land a chunk of a provider batch's results; returns components to send on the realtime lane."""
     from assay.scoring.judge.service import cost_usd, read_answer, usage_of
-    from assay.scoring.judge.verdicts import verdict_model
     from assay.scoring.scorer import judge_inputs_for, verdict_result
 
     row = session.get(ProviderBatch, row_id)
@@ -289,13 +286,16 @@ def apply_results(
             to_realtime.append(ref)
             continue
         criteria = load_criteria(session, current.criteria_hash)
-        judge = criteria.judge
-        assert judge is not None
+        try:
+            judge = criteria.judge_for(row.component)
+        except AssayError as exc:  # criteria are immutable, so prepare() saw this too; never crash the poll
+            pipeline.land(session, ref, ComponentResult.failed(exc.message))
+            continue
         price = catalog.models[judge.model]
         message = result.result.message
         usage = usage_of(message)
         cost = cost_usd(usage, price) * price.batch_discount
-        _text, verdict, problem = read_answer(message, verdict_model(judge.verdict), judge.max_tokens)
+        _text, verdict, problem = read_answer(message, judge.verdict.model, judge.max_tokens)
         if verdict is None:
             # The realtime lane asks again (with its one repair); this answer's price stays on the books.
             _to_realtime(session, ref, f"batch lane answer unusable ({problem}); sent to the realtime lane", usage, cost)
@@ -303,11 +303,11 @@ def apply_results(
             continue
         kind = get_kind(criteria.kind)
         try:
-            _, notes = judge_inputs_for(criteria, kind, kind.item_model.model_validate(current.payload), catalog)
+            _, notes = judge_inputs_for(criteria, row.component, kind, kind.item_model.model_validate(current.payload), catalog)
         except AssayError:
             notes = {}
-        outcome = verdict_result(kind, verdict, notes, model=judge.model, calls=1, usage=usage, cost_usd=cost)
-        outcome.details["lane"] = "batch"
+        outcome = verdict_result(judge, verdict, notes, calls=1, usage=usage, cost_usd=cost)
+        outcome.details.update(lane="batch", repaired=False)  # an unusable answer goes realtime, never repaired here
         pipeline.land(session, ref, outcome)
     return to_realtime
 

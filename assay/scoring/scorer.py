@@ -1,4 +1,5 @@
-"""Computes one component of one score: a registered metric, or the judge."""
+"""Computes one component of one score: a registered metric, or a judge component (each its own
+judge call: the suite-level judge of ``judge: true`` or a rubric judge)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.metrics.registry import ComponentResult, Metric, MetricContext, build_metric
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.store.models import Item, Score, SuiteRecord
-from assay.scoring.suites import Criteria, ModelCatalog
+from assay.scoring.suites import Criteria, JudgeOptions, ModelCatalog, ResolvedJudge
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class WorkUnit:
     kind: Kind
     item: BaseModel
     context: MetricContext
-    judge_timeout: float
+    judge_timeout: float  # this component's, when it is a judge component
 
 
 _options_cache: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -87,7 +88,7 @@ def work_from_row(session: Session, ref: ComponentRef, row: Any) -> WorkUnit | N
         return None
     criteria = load_criteria(session, row.criteria_hash)
     kind = get_kind(criteria.kind)
-    timeout = float((_suite_options(session, row.suite_name).get("judge") or {}).get("timeout_seconds", 60.0))
+    options = JudgeOptions.model_validate(_suite_options(session, row.suite_name).get("judge") or {})
     return WorkUnit(
         ref=ref,
         criteria_hash=row.criteria_hash,
@@ -96,7 +97,7 @@ def work_from_row(session: Session, ref: ComponentRef, row: Any) -> WorkUnit | N
         item=kind.item_model.model_validate(row.payload),
         # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
         context=MetricContext(now=row.created_at, dataset_loader=_load_dataset),
-        judge_timeout=timeout,
+        judge_timeout=options.timeout_for(ref.component),
     )
 
 
@@ -118,7 +119,7 @@ def _metric(work: WorkUnit) -> Metric:
         if key not in _metric_cache:
             spec = work.criteria.components[work.ref.component]
             assert spec.metric is not None and spec.version is not None
-            _metric_cache[key] = build_metric(spec.metric, spec.version, spec.args, work.kind.name)
+            _metric_cache[key] = build_metric(spec.metric, spec.version, spec.args, work.kind.name, spec.plugin)
         return _metric_cache[key]
 
 
@@ -127,9 +128,11 @@ def compute(work: WorkUnit, judge: JudgeRuntime | None) -> ComponentResult:
     spec = work.criteria.components.get(work.ref.component)
     if spec is None:
         return ComponentResult.failed(f"component {work.ref.component!r} is not in the criteria")
-    if spec.judge:
+    if spec.is_judge:
         return _judge(work, judge)
     try:
+        # Inside the try: a metric this process cannot build (a plug-in missing or at another
+        # version) fails its component with the reason, never the task.
         return _metric(work)(work.item, work.context)
     except AssayError as exc:
         return ComponentResult.failed(exc.message)
@@ -139,38 +142,40 @@ def compute(work: WorkUnit, judge: JudgeRuntime | None) -> ComponentResult:
 
 
 def judge_inputs_for(
-    criteria: Criteria, kind: Kind, item: BaseModel, catalog: ModelCatalog
+    criteria: Criteria, component: str, kind: Kind, item: BaseModel, catalog: ModelCatalog
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """The judge prompt's placeholder values for one item, and the kind's notes to store beside the
-    verdict. Raises AssayError when the item cannot be judged (it fails, it does not spend)."""
-    judge = criteria.judge
-    assert judge is not None
+    """The placeholder values of judge component ``component``'s prompt for one item, and the kind's
+    notes to store beside the verdict. Raises AssayError when the item cannot be judged (it fails, it
+    does not spend)."""
+    return _judge_inputs(criteria.judge_for(component), kind, item, catalog)
+
+
+def _judge_inputs(judge: ResolvedJudge, kind: Kind, item: BaseModel, catalog: ModelCatalog) -> tuple[dict[str, str], dict[str, Any]]:
     if kind.prepare_judge is None:
         return kind.judge_inputs(item), {}
-    from assay.scoring.judge.verdicts import verdict_model
-
     return kind.prepare_judge(
         item,
-        template=judge.prompt,
-        verdict_model=verdict_model(judge.verdict),
+        template=judge.template,
+        verdict_model=judge.verdict.model,
         model=judge.model,
         max_tokens=judge.max_tokens,
         context_window=catalog.models[judge.model].context_window,
     )
 
 
-def render_judge_prompt(criteria: Criteria, kind: Kind, item: BaseModel, catalog: ModelCatalog) -> tuple[Any, dict[str, Any]]:
-    """The judge prompt (static prefix and per-item rest) exactly as the judge would send it."""
+def render_judge_prompt(
+    criteria: Criteria, component: str, kind: Kind, item: BaseModel, catalog: ModelCatalog
+) -> tuple[Any, dict[str, Any]]:
+    """Judge component ``component``'s prompt for one item (static prefix and per-item rest) exactly
+    as it would be sent, and the kind's notes."""
     from assay.scoring.judge.prompt import render_prompt
-    from assay.scoring.judge.verdicts import verdict_model
 
-    judge = criteria.judge
-    assert judge is not None
-    inputs, notes = judge_inputs_for(criteria, kind, item, catalog)
+    judge = criteria.judge_for(component)
+    inputs, notes = _judge_inputs(judge, kind, item, catalog)
     prompt = render_prompt(
-        judge.prompt,
+        judge.template,
         inputs,
-        verdict_model(judge.verdict),
+        judge.verdict.model,
         model=judge.model,
         min_cacheable_tokens=catalog.models[judge.model].min_cacheable_tokens,
     )
@@ -178,27 +183,24 @@ def render_judge_prompt(criteria: Criteria, kind: Kind, item: BaseModel, catalog
 
 
 def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
-    judge = work.criteria.judge
-    assert judge is not None
     if runtime is None or runtime.client is None:
         return ComponentResult.skipped("no Anthropic API key is configured: the judge was not run")
     from assay.scoring.judge.service import JudgeRequest, run_judge
-    from assay.scoring.judge.verdicts import verdict_model
 
-    verdict = verdict_model(judge.verdict)
-    price = runtime.catalog.models[judge.model]
     try:
-        inputs, notes = judge_inputs_for(work.criteria, work.kind, work.item, runtime.catalog)
+        judge = work.criteria.judge_for(work.ref.component)
+        inputs, notes = _judge_inputs(judge, work.kind, work.item, runtime.catalog)
     except AssayError as exc:
         return ComponentResult.failed(exc.message, dict(exc.details))
+    price = runtime.catalog.models[judge.model]
     outcome = run_judge(
         JudgeRequest(
             model=judge.model,
             max_tokens=judge.max_tokens,
             timeout_seconds=work.judge_timeout,
-            prompt_template=judge.prompt,
+            prompt_template=judge.template,
             inputs=inputs,
-            verdict_model=verdict,
+            verdict_model=judge.verdict.model,
         ),
         client=runtime.client,
         breaker=runtime.breaker,
@@ -210,18 +212,20 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
     if outcome.verdict is None:
         return ComponentResult.failed(
             outcome.failure or "the judge gave no usable verdict",
-            {**notes, "calls": outcome.calls},
+            {**notes, "calls": outcome.calls, "repaired": outcome.repaired},
             raw_output=outcome.raw_output,
             **extra,
         )
-    return verdict_result(work.kind, outcome.verdict, notes, model=judge.model, calls=outcome.calls, **extra)
+    result = verdict_result(judge, outcome.verdict, notes, calls=outcome.calls, **extra)
+    result.details["repaired"] = outcome.repaired
+    return result
 
 
 def verdict_result(
-    kind: Kind, verdict: BaseModel, notes: dict[str, Any], *, model: str, calls: int, usage: dict[str, int], cost_usd: float
+    judge: ResolvedJudge, verdict: BaseModel, notes: dict[str, Any], *, calls: int, usage: dict[str, int], cost_usd: float
 ) -> ComponentResult:
-    """A validated verdict as the judge component's result (realtime and batch lanes alike)."""
-    score, details = kind.verdict_score(verdict)
+    """A validated verdict of ``judge`` as its component's result (realtime and batch lanes alike)."""
+    score, details = judge.verdict.score(verdict)
     return ComponentResult(
-        "ok", min(1.0, max(0.0, score)), {**notes, **details, "model": model, "calls": calls}, usage=usage, cost_usd=cost_usd
+        "ok", min(1.0, max(0.0, score)), {**notes, **details, "model": judge.model, "calls": calls}, usage=usage, cost_usd=cost_usd
     )

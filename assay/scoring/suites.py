@@ -1,9 +1,23 @@
 """Suites: YAML files in ``config/suites/`` resolved into hashed *criteria*.
 
 Criteria are what decides a score: prompt text, verdict schema, weights, metric arguments and
-versions, judge model, max tokens, threshold. (The installed anthropic SDK speaks an API version with
-no sampling parameters, so there is no temperature to configure or hash; see README.) Operational settings (enabled flags,
-timeouts, concurrency, keys, URLs) live beside them in the file but stay out of the hash.
+versions (and a plug-in metric's distribution and version), judge models, max tokens, field mapping,
+threshold. (The installed anthropic SDK speaks an API version with no sampling parameters, so there is
+no temperature to configure or hash; see README.) Operational settings (enabled flags, timeouts,
+concurrency, keys, URLs) live beside them in the file but stay out of the hash.
+
+Optional criteria fields added after a suite's hash was first taken (``fields``, a component's
+``plugin`` and ``min_score``) are left out of the canonical JSON while unset, so older criteria dump,
+and hash, byte for byte as they always did (tests/scoring/test_criteria_pins.py).
+
+A suite has judge components of two forms, any mix of them with metrics:
+
+- ``judge: true`` (at most one): judged with the suite-level ``judge`` section and a verdict a kind
+  registered by name (``judge.verdicts``);
+- a rubric judge, ``judge: {rubric, verdict, prompt?, model?, ...}``: its own judge call with the
+  verdict type written in the suite (``judge.rubrics``).
+
+``Criteria.judge_for(component)`` gives either form as one ``ResolvedJudge``.
 """
 
 from __future__ import annotations
@@ -12,18 +26,21 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from assay.scoring.envsubst import substitute_tree
 from assay.scoring.errors import CriteriaError, NotFound
-from assay.scoring.kinds import get_kind
-from assay.scoring.metrics.registry import registered_metrics
+from assay.scoring.judge.rubrics import DEFAULT_ITEM_TEMPLATE, VerdictSpec, compose_template, rubric_verdict
+from assay.scoring.judge.verdicts import VerdictType, verdict_type
+from assay.scoring.kinds import get_kind, known_kinds
+from assay.scoring.metrics.registry import PluginRef, check_component_metric
 
 CRITERIA_SCHEMA_VERSION = 1
 
@@ -32,25 +49,72 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` without those of ``keys`` whose value is None: optional fields added after criteria
+    were first hashed must not appear in the dump of criteria that do not use them."""
+    return {k: v for k, v in data.items() if not (k in keys and v is None)}
+
+
+class RubricJudge(_Strict):
+    """A judge component's own judge, resolved: everything its calls depend on (hashed)."""
+
+    provider: Literal["anthropic"] = "anthropic"
+    model: str
+    max_tokens: int = Field(..., gt=0, le=64_000)
+    rubric: str = Field(..., min_length=1)
+    prompt: str = Field(..., min_length=1)  # the per-item template actually used
+    verdict: VerdictSpec
+    template: str = Field(..., min_length=1)  # compose_template(rubric, prompt, verdict)
+    verdict_schema: dict[str, Any]
+
+
 class ComponentSpec(_Strict):
-    """One component: a registered metric, or the judge (``judge: true``)."""
+    """One component: a registered metric, the suite-level judge (``judge: true``) or a rubric judge."""
 
     weight: float = Field(..., gt=0, le=1)
     metric: str | None = None
     version: int | None = None
     args: dict[str, Any] = Field(default_factory=dict)
-    judge: bool = False
+    judge: bool | RubricJudge = False
+    # The installed distribution a plug-in metric comes from (set when the suite is resolved).
+    plugin: PluginRef | None = None
+    # A pass blocker: an item whose score of this component is below it cannot pass.
+    min_score: float | None = Field(None, ge=0, le=1)
 
     @model_validator(mode="after")
     def _metric_or_judge(self) -> ComponentSpec:
-        if self.judge == (self.metric is not None):
-            raise ValueError("a component names either a metric (with its version) or judge: true")
+        if self.is_judge == (self.metric is not None):
+            raise ValueError("a component names either a metric (with its version) or a judge")
         if self.metric is not None and self.version is None:
             raise ValueError(f"metric {self.metric!r} needs a version")
+        if self.is_judge and (self.version is not None or self.args or self.plugin is not None):
+            raise ValueError("a judge component takes no version, args or plugin")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        return _without_none(handler(self), ("plugin", "min_score"))
+
+    @property
+    def is_judge(self) -> bool:
+        return self.judge is not False
+
+
+@dataclass(frozen=True)
+class ResolvedJudge:
+    """What one judge component's call needs, for either form of judge component."""
+
+    component: str
+    provider: str
+    model: str
+    max_tokens: int
+    template: str  # what render_prompt fills
+    verdict: VerdictType
 
 
 class JudgeCriteria(_Strict):
+    """The suite-level judge section, judging the ``judge: true`` component."""
+
     provider: Literal["anthropic"] = "anthropic"
     model: str
     max_tokens: int = Field(..., gt=0, le=64_000)
@@ -67,6 +131,9 @@ class Criteria(_Strict):
     threshold: float = Field(..., ge=0, le=1)
     components: dict[str, ComponentSpec]
     judge: JudgeCriteria | None = None
+    # Canonical item field -> dotted path in the uploaded object, applied at ingest (the kind's
+    # ``prepare_payload``).
+    fields: dict[str, str] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Criteria:
@@ -75,16 +142,50 @@ class Criteria(_Strict):
         total = sum(c.weight for c in self.components.values())
         if not math.isclose(total, 1.0, abs_tol=1e-6):
             raise ValueError(f"component weights must add up to 1, they add up to {total:g}")
-        judged = [n for n, c in self.components.items() if c.judge]
+        judged = [n for n, c in self.components.items() if c.judge is True]
         if len(judged) > 1:
-            raise ValueError(f"at most one judge component, found {judged}")
+            raise ValueError(f"at most one component with judge: true, found {judged} (give the others their own rubric)")
         if judged and self.judge is None:
             raise ValueError(f"component {judged[0]!r} is judged but the suite has no judge section")
         return self
 
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        return _without_none(handler(self), ("fields",))
+
     @property
     def judge_component(self) -> str | None:
-        return next((n for n, c in self.components.items() if c.judge), None)
+        """The component judged with the suite-level judge section (``judge: true``), if any."""
+        return next((n for n, c in self.components.items() if c.judge is True), None)
+
+    @property
+    def judge_components(self) -> list[str]:
+        """Every judge component, in suite order: each is its own judge call per item."""
+        return [n for n, c in self.components.items() if c.is_judge]
+
+    def judge_for(self, component: str) -> ResolvedJudge:
+        """The judge of ``component``; CriteriaError when it is not a judge component."""
+        spec = self.components.get(component)
+        if spec is None or not spec.is_judge:
+            raise CriteriaError(f"component {component!r} is not a judge component of this suite")
+        if isinstance(spec.judge, RubricJudge):
+            rubric = spec.judge
+            return ResolvedJudge(
+                component, rubric.provider, rubric.model, rubric.max_tokens, rubric.template, rubric_verdict(rubric.verdict)
+            )
+        judge = self.judge
+        assert judge is not None  # validated: judge: true needs the judge section
+        return ResolvedJudge(component, judge.provider, judge.model, judge.max_tokens, judge.prompt, named_verdict(judge.verdict))
+
+    def component_fingerprint(self, component: str) -> str:
+        """SHA-256 of everything ``component``'s result depends on besides the item: equal fingerprints
+        and the same item give the same result, so a re-score may carry a landed result over."""
+        spec = self.components[component]
+        body: dict[str, Any] = {"kind": self.kind, "fields": self.fields, "component": spec.model_dump(mode="json")}
+        if spec.judge is True:
+            assert self.judge is not None
+            body["judge"] = self.judge.model_dump(mode="json")
+        return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
     def canonical_json(self) -> str:
         return canonical_json(self.model_dump(mode="json"))
@@ -96,6 +197,11 @@ class Criteria(_Strict):
 
 class JudgeOptions(_Strict):
     timeout_seconds: float = Field(60.0, gt=0)
+    # A rubric judge component's own timeout, where it sets one (others use timeout_seconds).
+    component_timeouts: dict[str, float] = Field(default_factory=dict)
+
+    def timeout_for(self, component: str) -> float:
+        return self.component_timeouts.get(component, self.timeout_seconds)
 
 
 class RescoreOptions(_Strict):
@@ -197,6 +303,16 @@ def load_model_catalog(config_dir: Path) -> ModelCatalog:
 # --- loading suite files -------------------------------------------------------------------------
 
 
+def _no_sampling(data: Any) -> Any:
+    sampling = sorted({"temperature", "top_p", "top_k"} & set(data)) if isinstance(data, dict) else []
+    if sampling:
+        raise ValueError(
+            f"{', '.join(sampling)}: the Anthropic API version of the installed SDK (2026-10-21) takes no "
+            "sampling parameters and rejects them; remove the key"
+        )
+    return data
+
+
 class _JudgeFile(_Strict):
     provider: str = "anthropic"
     model: str = ""
@@ -214,13 +330,42 @@ class _JudgeFile(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _no_sampling(cls, data: Any) -> Any:
-        sampling = sorted({"temperature", "top_p", "top_k"} & set(data)) if isinstance(data, dict) else []
-        if sampling:
-            raise ValueError(
-                f"{', '.join(sampling)}: the Anthropic API version of the installed SDK (2026-10-21) takes no "
-                "sampling parameters and rejects them; remove the key"
-            )
-        return data
+        return _no_sampling(data)
+
+
+DEFAULT_RUBRIC_MAX_TOKENS = 1024
+
+
+class _RubricJudgeFile(_Strict):
+    """A rubric judge as written in a suite file: ``judge: {rubric | rubric_file, verdict, ...}``."""
+
+    provider: str = "anthropic"
+    model: str = ""
+    max_tokens: int = Field(DEFAULT_RUBRIC_MAX_TOKENS, gt=0, le=64_000)
+    rubric: str | None = None
+    rubric_file: str | None = None
+    prompt: str | None = None  # the per-item template; None: judge.rubrics.DEFAULT_ITEM_TEMPLATE
+    verdict: VerdictSpec
+    timeout_seconds: float | None = Field(None, gt=0)  # operational: never hashed
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sampling(cls, data: Any) -> Any:
+        return _no_sampling(data)
+
+
+class _ComponentFile(_Strict):
+    weight: float
+    metric: str | None = None
+    version: int | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    judge: bool | dict[str, Any] = False  # a mapping is a rubric judge (_RubricJudgeFile)
+    min_score: float | None = None
 
 
 class _SuiteFile(_Strict):
@@ -229,7 +374,8 @@ class _SuiteFile(_Strict):
     description: str = ""
     enabled: bool = True
     threshold: float
-    components: dict[str, ComponentSpec]
+    fields: dict[str, str] | None = None
+    components: dict[str, _ComponentFile]
     judge: _JudgeFile | None = None
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
 
@@ -249,29 +395,68 @@ def load_suite(config_dir: Path, name: str, env: Mapping[str, str] | None = None
     return parse_suite(path.read_text(), config_dir=config_dir, env=os.environ if env is None else env, source=str(path))
 
 
-def parse_suite(text: str, *, config_dir: Path, env: Mapping[str, str], source: str = "<string>") -> Suite:
+SuiteOrigin = Literal["file", "api", "path"]
+
+# Keys that would carry code into a suite. No suite key runs code today; an API suite refuses them
+# anyway, so no future evaluator form can bring code in through the API unreviewed.
+CODE_KEYS = frozenset({"code", "python", "javascript", "js", "script", "exec", "eval", "lambda", "callable"})
+FILE_KEYS = ("prompt_file", "rubric_file")
+
+
+def parse_suite(
+    text: str,
+    *,
+    config_dir: Path,
+    env: Mapping[str, str],
+    source: str = "<string>",
+    origin: SuiteOrigin = "file",
+    files_dir: Path | None = None,
+) -> Suite:
+    """Resolve a suite's text into criteria and options.
+
+    ``origin``: ``file`` (config/suites/: ``${VAR}`` substituted, ``prompt_file``/``rubric_file``
+    inside ``config_dir``); ``path`` (a suite file run where it is: substituted, files inside
+    ``files_dir``, by default the suite file's directory); ``api`` (a body sent to the API: no
+    substitution, and any ``${``, file reference or code-carrying key is refused, so no server file,
+    environment value or code can enter a stored criteria). The model catalog always comes from
+    ``config_dir``."""
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise CriteriaError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
         raise CriteriaError(f"{source}: a suite file is a YAML mapping")
-    resolved = substitute_tree(raw, env, where=Path(source).name)
+    if origin == "api":
+        _refuse_server_inputs(text, raw, source)
+        resolved = raw
+        files = None
+    else:
+        resolved = substitute_tree(raw, env, where=Path(source).name)
+        files = config_dir if origin == "file" else (files_dir or Path(source).resolve().parent)
     try:
         spec = _SuiteFile.model_validate(resolved)
     except ValidationError as exc:
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
 
     kind = get_kind(spec.kind)
-    _check_metrics(spec, source)
-    judge = None
     options_judge = JudgeOptions()
-    if spec.judge is not None:
-        judge = _resolve_judge(spec.judge, config_dir, source)
-        options_judge = JudgeOptions(timeout_seconds=spec.judge.timeout_seconds)
+    try:
+        _check_fields(spec, kind)
+        catalog = load_model_catalog(config_dir)
+        judge = None
+        if spec.judge is not None:
+            judge = _resolve_judge(spec.judge, catalog, files)
+            options_judge = JudgeOptions(timeout_seconds=spec.judge.timeout_seconds)
+        components: dict[str, ComponentSpec] = {}
+        for name, comp in spec.components.items():
+            components[name], timeout = _resolve_component(name, comp, spec.kind, catalog, files)
+            if timeout is not None:
+                options_judge.component_timeouts[name] = timeout
+    except CriteriaError as exc:
+        raise CriteriaError(f"{source}: {exc.message}") from exc
     try:
         criteria = Criteria(
-            kind=kind.name, threshold=spec.threshold, components=spec.components, judge=judge
+            kind=kind.name, threshold=spec.threshold, components=components, judge=judge, fields=spec.fields
         )
     except ValidationError as exc:
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
@@ -281,49 +466,121 @@ def parse_suite(text: str, *, config_dir: Path, env: Mapping[str, str], source: 
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 
 
-def _resolve_judge(spec: _JudgeFile, config_dir: Path, source: str) -> JudgeCriteria:
-    from assay.scoring.judge.verdicts import verdict_model
+def _refuse_server_inputs(text: str, raw: dict[str, Any], source: str) -> None:
+    if "${" in text:
+        raise CriteriaError(f"{source}: a suite registered through the API may not use ${{VAR}} substitution")
+    for path, key in _keys(raw):
+        if key in FILE_KEYS:
+            raise CriteriaError(
+                f"{source}: {path}: a suite registered through the API may not use {key}; put the text in the "
+                f"suite ({key.removesuffix('_file')}: ...)"
+            )
+        if key.lower() in CODE_KEYS:
+            raise CriteriaError(f"{source}: {path}: a suite registered through the API may not carry code ({key!r})")
 
+
+def _keys(value: Any, where: str = "") -> list[tuple[str, str]]:
+    """(dotted location, key) of every mapping key in a parsed YAML tree."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            here = f"{where}.{key}" if where else str(key)
+            found.append((here, str(key)))
+            found += _keys(child, here)
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            found += _keys(child, f"{where}.{i}" if where else str(i))
+    return found
+
+
+def _check_fields(spec: _SuiteFile, kind: Any) -> None:
+    if spec.fields is None:
+        return
+    if kind.check_fields is None:
+        raise CriteriaError(f"fields: items of kind {spec.kind!r} take no field mapping")
+    kind.check_fields(spec.fields)
+
+
+def _read_file(name: str, files: Path | None, key: str) -> str:
+    if files is None:  # API suites refused the key before: no server file may enter their criteria
+        raise CriteriaError(f"{key}: a suite registered through the API may not read files")
+    path = (files / name).resolve()
+    if not path.is_relative_to(files.resolve()) or not path.is_file():
+        raise CriteriaError(f"{key} {name!r} is not a file inside {files}")
+    return path.read_text()
+
+
+def named_verdict(name: str) -> VerdictType:
+    """A verdict a kind registered by name. Every kind is loaded first, so whether a name resolves
+    never depends on which kinds this process happened to import."""
+    for kind in known_kinds():
+        get_kind(kind)
+    return verdict_type(name)
+
+
+def _resolve_judge(spec: _JudgeFile, catalog: ModelCatalog, files: Path | None) -> JudgeCriteria:
     if (spec.prompt is None) == (spec.prompt_file is None):
-        raise CriteriaError(f"{source}: the judge needs exactly one of prompt or prompt_file")
+        raise CriteriaError("the judge needs exactly one of prompt or prompt_file")
     if spec.prompt_file is not None:
-        prompt_path = (config_dir / spec.prompt_file).resolve()
-        if not prompt_path.is_relative_to(config_dir.resolve()) or not prompt_path.is_file():
-            raise CriteriaError(f"{source}: prompt_file {spec.prompt_file!r} is not a file inside {config_dir}")
-        prompt = prompt_path.read_text()
+        prompt = _read_file(spec.prompt_file, files, "prompt_file")
     else:
         prompt = spec.prompt or ""
-    model = load_model_catalog(config_dir).resolve(spec.provider, spec.model)
-    verdict = verdict_model(spec.verdict)
+    model = catalog.resolve(spec.provider, spec.model)
     return JudgeCriteria(
         provider=spec.provider,  # type: ignore[arg-type]
         model=model,
         max_tokens=spec.max_tokens,
         prompt=prompt,
         verdict=spec.verdict,
-        verdict_schema=verdict.model_json_schema(),
+        verdict_schema=named_verdict(spec.verdict).model.model_json_schema(),
     )
 
 
-def _check_metrics(spec: _SuiteFile, source: str) -> None:
-    known = registered_metrics()
-    for name, comp in spec.components.items():
-        if comp.metric is None:
-            continue
-        if comp.metric not in known:
-            raise CriteriaError(f"{source}: component {name!r} names unknown metric {comp.metric!r}")
-        version, kinds = known[comp.metric].version, known[comp.metric].kinds
-        if comp.version != version:
-            raise CriteriaError(
-                f"{source}: component {name!r} asks for {comp.metric} version {comp.version}, this code has {version}"
-            )
-        if spec.kind not in kinds:
-            raise CriteriaError(f"{source}: metric {comp.metric!r} does not score {spec.kind!r} items")
+def _resolve_component(
+    name: str, comp: _ComponentFile, kind: str, catalog: ModelCatalog, files: Path | None
+) -> tuple[ComponentSpec, float | None]:
+    """The component's resolved spec, and a rubric judge's own timeout (operational, not hashed)."""
+    fields = comp.model_dump(exclude={"judge"}, exclude_none=True)
+    where = f"components.{name}"
+    try:
+        if isinstance(comp.judge, dict):
+            rubric = _RubricJudgeFile.model_validate(comp.judge)
+            return ComponentSpec(**fields, judge=_resolve_rubric(name, rubric, catalog, files)), rubric.timeout_seconds
+        plugin = None
+        if comp.metric is not None and comp.version is not None:
+            plugin = check_component_metric(name, comp.metric, comp.version, comp.args, kind)
+        return ComponentSpec(**fields, judge=comp.judge, plugin=plugin), None
+    except ValidationError as exc:
+        prefix = f"{where}.judge" if isinstance(comp.judge, dict) and exc.title == _RubricJudgeFile.__name__ else where
+        raise CriteriaError(_first_errors(exc, prefix=prefix)) from exc
 
 
-def _first_errors(exc: ValidationError, limit: int = 5) -> str:
+def _resolve_rubric(name: str, spec: _RubricJudgeFile, catalog: ModelCatalog, files: Path | None) -> RubricJudge:
+    where = f"components.{name}.judge"
+    if (spec.rubric is None) == (spec.rubric_file is None):
+        raise CriteriaError(f"{where}: give exactly one of rubric or rubric_file")
+    rubric = spec.rubric if spec.rubric is not None else _read_file(spec.rubric_file or "", files, f"{where}.rubric_file")
+    prompt = DEFAULT_ITEM_TEMPLATE if spec.prompt is None else spec.prompt
+    try:
+        model = catalog.resolve(spec.provider, spec.model)
+        template = compose_template(rubric, prompt, spec.verdict)
+    except CriteriaError as exc:
+        raise CriteriaError(f"{where}: {exc.message}") from exc
+    return RubricJudge(
+        provider=spec.provider,  # type: ignore[arg-type]
+        model=model,
+        max_tokens=spec.max_tokens,
+        rubric=rubric,
+        prompt=prompt,
+        verdict=spec.verdict,
+        template=template,
+        verdict_schema=rubric_verdict(spec.verdict).model.model_json_schema(),
+    )
+
+
+def _first_errors(exc: ValidationError, limit: int = 5, prefix: str = "") -> str:
     parts = []
     for err in exc.errors()[:limit]:
-        loc = ".".join(str(p) for p in err["loc"]) or "suite"
+        loc = ".".join([*([prefix] if prefix else []), *(str(p) for p in err["loc"])]) or "suite"
         parts.append(f"{loc}: {err['msg']}")
     return "; ".join(parts)

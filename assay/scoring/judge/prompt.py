@@ -1,7 +1,8 @@
 """Judge prompts: fill a suite's template and split it for prompt caching.
 
-Placeholders are ``{{NAME}}``. ``{{OUTPUT_SCHEMA}}`` is filled with the verdict model's JSON schema;
-every other placeholder is *per item* and filled from the item's inputs. Everything before the first
+Placeholders are ``{{NAME}}``, or ``{{NAME.KEY}}`` with one dotted segment (``{{metadata.source}}``).
+``{{OUTPUT_SCHEMA}}`` is filled with the verdict model's JSON schema; every other placeholder is
+*per item* and filled from the item's inputs. Everything before the first
 per-item placeholder is the same for every item of the suite, so it goes into the system prompt
 marked for caching; the rest, with the item's data, is the user message.
 """
@@ -25,7 +26,8 @@ from assay.scoring.judge.governor import estimate_tokens
 log = logging.getLogger(__name__)
 
 OUTPUT_SCHEMA = "OUTPUT_SCHEMA"
-PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+# One optional dotted segment names a key of a mapping the item has (``{{metadata.KEY}}``).
+PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_][A-Za-z0-9_-]*)?)\}\}")
 
 
 class PromptError(CriteriaError):

@@ -1,5 +1,5 @@
 """Item kinds. A kind fixes what an item looks like, which metrics can score it, and how the judge
-sees it (placeholder values) and how a verdict becomes a component score."""
+sees it (placeholder values)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from assay.scoring.errors import CriteriaError
 class Kind:
     name: str
     item_model: type[BaseModel]
-    # Placeholder name -> text, for the judge prompt.
+    # Placeholder name -> text, for the judge prompt. (Verdicts register themselves in
+    # ``judge.verdicts``; how a verdict becomes a score belongs to the verdict, not the kind.)
     judge_inputs: Callable[[BaseModel], dict[str, str]]
-    # Validated verdict -> (score in [0, 1], details to store).
-    verdict_score: Callable[[BaseModel], tuple[float, dict[str, Any]]]
     # Why an item cannot pass whatever its total, e.g. a KQL query that did not run; None: nothing can
     # block a pass (finalizing then never reads the item).
     pass_blockers: Callable[[BaseModel], list[str]] | None = None
@@ -44,6 +43,10 @@ class Kind:
     # ``fields`` mapping), applied at ingest before the item is validated: ``prepare_payload(raw,
     # criteria)``; raises InvalidInput / CriteriaError saying what is wrong. None: lines are payloads.
     prepare_payload: Callable[[Any, Any], dict[str, Any]] | None = None
+    # Checks a suite's ``fields`` mapping when the suite is resolved (CriteriaError naming the entry),
+    # so a bad mapping makes the suite invalid rather than failing every upload. None: the kind takes
+    # no mapping, and a suite of it with ``fields`` is refused.
+    check_fields: Callable[[dict[str, str]], None] | None = None
 
 
 _KIND_MODULES = {

@@ -41,6 +41,7 @@ from pydantic import (
 from assay.scoring.errors import AssayError
 from assay.scoring.judge.governor import estimate_tokens
 from assay.scoring.judge.prompt import OUTPUT_SCHEMA, PLACEHOLDER, output_schema_text
+from assay.scoring.judge.verdicts import register_verdict
 from assay.scoring.kinds import Kind
 
 KIND_NAME = "alert_session"
@@ -464,10 +465,11 @@ KIND = Kind(
     name=KIND_NAME,
     item_model=AlertSessionItem,
     judge_inputs=_judge_inputs,
-    verdict_score=_verdict_score,
     report_row=report_row,
     prepare_judge=prepare_judge,
     on_finalized=on_finalized,
     external_id=lambda item: item.session_id,
     rescore_filter=_rescore_filter,
 )
+
+register_verdict("alert_session_judge", JudgeOutputSchema, _verdict_score)

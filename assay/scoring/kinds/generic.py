@@ -284,5 +284,6 @@ KIND = Kind(
     judge_inputs=judge_inputs,  # type: ignore[arg-type]
     prepare_judge=prepare_judge,
     prepare_payload=prepare_payload,
+    check_fields=check_fields,
     live_lines=live_lines,
 )

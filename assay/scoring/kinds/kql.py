@@ -42,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay.scoring.errors import CriteriaError
+from assay.scoring.judge.verdicts import register_verdict
 from assay.scoring.kinds import Kind
 from assay.scoring.kql import KqlParseError, offline, parse_query, ties
 from assay.scoring.kql.report import kql_live_lines, kql_report_row
@@ -385,8 +386,9 @@ KIND = Kind(
     name="kql",
     item_model=KqlItem,
     judge_inputs=_judge_inputs,
-    verdict_score=_verdict_score,
     pass_blockers=_pass_blockers,
     report_row=kql_report_row,
     live_lines=kql_live_lines,
 )
+
+register_verdict("kql_grade", KqlGrade, _verdict_score)

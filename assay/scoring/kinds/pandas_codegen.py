@@ -35,6 +35,7 @@ from typing import Any, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from assay.scoring.errors import CriteriaError
+from assay.scoring.judge.verdicts import register_verdict
 from assay.scoring.kinds import Kind
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, metric
 from assay.scoring.pandas import metrics as m
@@ -301,6 +302,7 @@ KIND = Kind(
     name=KIND_NAME,
     item_model=PandasItem,
     judge_inputs=_judge_inputs,  # type: ignore[arg-type]
-    verdict_score=_verdict_score,  # type: ignore[arg-type]
     report_row=pandas_report_row,
 )
+
+register_verdict("pandas_review", PandasCodeReview, _verdict_score)

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from assay.scoring.judge.prompt import render_prompt
+from assay.scoring.judge.verdicts import verdict_type
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pandas_codegen import PandasCodeReview, PandasItem
 from tests.scoring.pandas.scoring import REPO, load_pandas_suite
@@ -77,5 +78,5 @@ def test_the_review_prompt_renders_with_the_kind_inputs():
     template = (REPO / "config" / "prompts" / "pandas_review.md").read_text()
     prompt = render_prompt(template, inputs, PandasCodeReview, model="claude-haiku-5-5", min_cacheable_tokens=0)
     assert "result = df.a.sum()" in prompt.user and "senior data engineer" in prompt.system
-    score, details = kind.verdict_score(PandasCodeReview(score=0.75, reasoning="fine", issues=["uses a loop"]))
+    score, details = verdict_type("pandas_review").score(PandasCodeReview(score=0.75, reasoning="fine", issues=["uses a loop"]))
     assert score == 0.75 and details == {"reasoning": "fine", "issues": ["uses a loop"]}

@@ -17,15 +17,12 @@ EXAMPLES = REPO / "examples" / "sessions.jsonl"
 def core_missing() -> list[str]:
     """The core lines the alert-session work needs (registries, hooks, router, migration, suite)."""
     from assay.scoring import kinds
-    from assay.scoring.judge import verdicts
     from assay.scoring.kinds import Kind
     from assay.scoring.store.models import Base
 
     missing = []
     if "alert_session" not in kinds._KIND_MODULES:
         missing.append("_KIND_MODULES['alert_session']")
-    if "alert_session_judge" not in verdicts.VERDICTS:
-        missing.append("VERDICTS['alert_session_judge']")
     for hook in ("prepare_judge", "on_finalized", "external_id"):
         if hook not in Kind.__dataclass_fields__:
             missing.append(f"Kind.{hook}")

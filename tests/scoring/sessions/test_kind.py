@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from assay.scoring.errors import CriteriaError
 from assay.scoring.judge.prompt import render_prompt, template_placeholders
-from assay.scoring.judge.verdicts import verdict_model
+from assay.scoring.judge.verdicts import verdict_type
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.alert_session import (
     AlertSessionItem,
@@ -114,7 +114,7 @@ def test_the_prompt_is_the_eps_poc_prompt_with_its_three_placeholders():
 
 
 def test_verdict_schema_is_the_eps_with_named_dimensions_and_strict():
-    assert verdict_model("alert_session_judge") is JudgeOutputSchema
+    assert verdict_type("alert_session_judge").model is JudgeOutputSchema
     schema = anthropic.transform_schema(JudgeOutputSchema)
     assert set(schema["properties"]) == {"total_score", "score_breakdown", "score_reasoning", "missing_tools", "alternative_approaches"}
     breakdown = schema["$defs"]["ScoreBreakdown"]
@@ -137,8 +137,7 @@ def test_verdict_schema_is_the_eps_with_named_dimensions_and_strict():
 
 
 def test_verdict_score_is_total_over_100_with_everything_in_details():
-    kind = get_kind("alert_session")
-    score, details = kind.verdict_score(JudgeOutputSchema.model_validate(VERDICT))
+    score, details = verdict_type("alert_session_judge").score(JudgeOutputSchema.model_validate(VERDICT))
     assert score == pytest.approx(0.67)
     assert details["score_breakdown"] == VERDICT["score_breakdown"] and details["breakdown_total"] == 67
     assert details["missing_tools"] == VERDICT["missing_tools"]
