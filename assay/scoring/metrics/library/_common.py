@@ -45,9 +45,14 @@ def output_json(item: BaseModel) -> tuple[Any, str | None]:
     if not isinstance(output, str):
         return output, None
     try:
-        return json.loads(output), None
-    except json.JSONDecodeError as exc:
+        return json.loads(output, parse_constant=_no_constant), None
+    except ValueError as exc:  # JSONDecodeError is one
         return None, f"the output is not valid JSON: {exc}"
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity; JSON (RFC 8259) has neither.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def canonical(value: Any) -> str:

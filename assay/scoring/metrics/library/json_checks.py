@@ -19,7 +19,9 @@ from typing import Any
 from jsonschema import SchemaError
 from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import Field, field_validator
-from referencing import Registry
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from assay.scoring.metrics.library._common import (
     KINDS,
@@ -142,6 +144,13 @@ class JsonSchemaArgs(Args):
             _validator_class(schema).check_schema(schema)
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema: {exc.message} (at {exc.json_path})") from exc
+        # A local reference to nothing would fail every item; find it now (against the root).
+        resolver = Registry().resolver_with_root(Resource.from_contents(schema, default_specification=DRAFT202012))
+        for ref in _references(schema):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable as exc:
+                raise ValueError(f"$ref {ref!r} points to nothing in the schema") from exc
         return schema
 
 
@@ -159,7 +168,12 @@ def json_schema(args: JsonSchemaArgs) -> Metric:
         value, error = output_json(item)
         if error:
             return ComponentResult.ok(0.0, {"error": error})
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        try:
+            errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        except Unresolvable as exc:
+            # Only a reference the resolution check could not follow (one under a nested $id)
+            # gets here; the empty registry fetched nothing.
+            return ComponentResult.failed(f"the schema has a reference that cannot be resolved: {exc.ref}")
         if not errors:
             return ComponentResult.ok(1.0, {"error_count": 0})
         listed = [{"path": e.json_path, "message": e.message[:_MAX_MESSAGE]} for e in errors[:_MAX_ERRORS]]
