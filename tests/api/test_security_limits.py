@@ -73,6 +73,7 @@ def limits(monkeypatch):
         "max_upload_bytes": 2500,
         "max_session_bytes": 6000,
         "max_dataset_bytes": 7000,
+        "max_suite_bytes": 800,
     }
     for name, value in values.items():
         monkeypatch.setattr(get_settings(), name, value)
@@ -114,6 +115,8 @@ OWN_LIMITS = {
     ("POST", "/api/score-query"): ("max_item_bytes", 0),
     ("POST", "/api/v1/sessions"): ("max_session_bytes", 0),
     ("POST", "/api/v1/datasets/files"): ("max_dataset_bytes", 64 * 1024),
+    ("POST", "/api/v1/suites"): ("max_suite_bytes", 0),
+    ("POST", "/api/v1/suites/validate"): ("max_suite_bytes", 0),
 }
 CHUNK = 100
 BOUNDARY = "limitsboundary"
@@ -288,6 +291,11 @@ def world(proxy_client) -> dict[str, str]:
     assert c.post("/api/v1/sessions", json=make_session("sess-limits")).status_code == 201
     dataset = c.post("/api/v1/datasets", json={"name": "limits", "tables": {"T": [{"a": 1}]}}).json()["content_hash"]
     kql_hash = next(d["criteria_hash"] for d in c.get("/api/v1/criteria").json()["criteria"] if "kql" in d["suites"])
+    import yaml
+
+    schema_match = yaml.safe_load((REPO / "config" / "suites" / "kql.yaml").read_text())["components"]["schema_match"]
+    suite = {"name": "limits", "kind": "kql", "threshold": 0.5, "components": {"schema_match": {**schema_match, "weight": 1}}}
+    assert c.post("/api/v1/suites", json=suite).status_code == 201
     return {
         "batch_id": batch_id,
         "item_id": item_id,
@@ -295,6 +303,8 @@ def world(proxy_client) -> dict[str, str]:
         "session_id": "sess-limits",
         "reference": dataset,
         "criteria_hash": kql_hash,
+        "name": "limits",  # an API suite, with its first version
+        "version": "1",
         # required query parameters
         "suite": "kql",
         "from": kql_hash,
@@ -315,15 +325,18 @@ def test_out_of_range_numbers_are_a_4xx_on_every_route(proxy_client, world):
         numeric = [f for f in fields if is_numeric(f)]
         if not numeric:
             continue
-        path = route.path_format
         for field in fields:
-            if "{" + field.alias + "}" in path:
+            if "{" + field.alias + "}" in route.path_format:
                 assert field.alias in world, f"{route.path}: add a stored {field.alias} to the world fixture"
-                path = path.replace("{" + field.alias + "}", world[field.alias])
         required = {f.alias: world[f.alias] for f in route.dependant.query_params if f.field_info.is_required()}
         for field in numeric:
             for value in OUT_OF_RANGE:
-                r = proxy_client.request(method, path, params={**required, field.alias: value})
+                # The value goes where the parameter is: in the path, or in the query.
+                path, params = route.path_format, {**required, field.alias: value}
+                for placed in fields:
+                    if "{" + placed.alias + "}" in path:
+                        path = path.replace("{" + placed.alias + "}", params.pop(placed.alias, world[placed.alias]))
+                r = proxy_client.request(method, path, params=params)
                 checked += 1
                 if not 400 <= r.status_code < 500:
                     problems.append(f"{method} {route.path} {field.alias}={value}: {r.status_code}")
