@@ -276,3 +276,136 @@ def test_sessions_list_badges_filters_and_missing_tools(app, signed_in, fake_jud
     for tool in tools:
         name = tool.get("tool_name") or tool.get("normalized_name")
         assert re.search(rf"<code>{re.escape(name)}</code></span>\s*<div class=\"htrack\">.*?<span class=\"hvalue\">{tool['count']}</span>", chart, re.S), name
+
+
+# --- a generic suite with several judge components ----------------------------------------------------------
+
+GENERIC_SUITE = """
+name: dash_support
+kind: generic
+threshold: 0.5
+components:
+  exact:
+    weight: 0.1
+    metric: exact_match
+    version: 1
+    args: {case_sensitive: false}
+    min_score: 0.0
+  correctness:
+    weight: 0.3
+    judge:
+      rubric: Grade the answer against the reference answer.
+      prompt: "Q: {{input}}\\nReference: {{expected}}\\nAnswer: {{output}}"
+      verdict: {type: scale, min: 1, max: 5}
+  tone:
+    weight: 0.2
+    judge:
+      rubric: Is the tone right for a support answer?
+      verdict: {type: labels, labels: {friendly: 1.0, curt: 0.0}}
+  faithfulness:
+    weight: 0.4
+    judge:
+      rubric: Is every claim grounded in the context?
+      prompt: "Context: {{context}}\\nAnswer: {{output}}"
+      verdict:
+        type: criteria
+        criteria:
+          - {name: grounded, weight: 0.7, steps: ["List each claim", "Check each against the context"]}
+          - {name: complete, weight: 0.3}
+"""
+GENERIC_ITEMS = [
+    {"id": "g1", "input": "How long is the warranty?", "output": "Two years [1].", "expected": "Two years.",
+     "context": ["The warranty lasts two years."]},
+    {"id": "g2", "input": "Is the jug dishwasher safe?", "output": "Yes.", "expected": "No.",
+     "context": ["Do not put the jug in the dishwasher."]},
+]
+
+
+@pytest.fixture
+def generic_batch(signed_in, fake_judge):
+    import json
+
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    r = signed_in.post("/api/v1/suites", content=GENERIC_SUITE.encode(), headers={**auth, "Content-Type": "application/yaml"})
+    assert r.status_code in (200, 201), r.text
+    body = "\n".join(json.dumps(i) for i in GENERIC_ITEMS).encode()
+    r = signed_in.post("/api/v1/batches?suite=dash_support", content=body, headers={**auth, "Content-Type": "application/x-ndjson"})
+    assert r.status_code == 202, r.text
+    batch_id = r.json()["batch_id"]
+    # The first judge call answers unusable text twice (first answer and its repair): that component
+    # fails with its raw output kept; the next one needs a repair and then succeeds.
+    fake_judge.script({"kind": "malformed", "times": 2}, {"kind": "malformed"}, {"kind": "ok"})
+    score_in_process(batch_id, judge_runtime(fake_judge.base_url))
+    results = signed_in.get(f"/api/v1/batches/{batch_id}/results", headers=auth).json()["results"]
+    return batch_id, results
+
+
+def judge_blocks(html: str) -> dict[str, str]:
+    """Each judge panel's HTML by component name (one panel per judge component)."""
+    blocks = re.findall(r'<div class="judge" data-judge="([^"]+)">(.*?)\n</div>', html, re.S)
+    return {name: block for name, block in blocks}
+
+
+def test_batch_page_shows_each_judge_component_with_its_reasoning(signed_in, generic_batch):
+    batch_id, results = generic_batch
+    page = signed_in.get(f"/dashboard/batches/{batch_id}")
+    assert page.status_code == 200
+    for name in ("exact", "correctness", "tone", "faithfulness"):
+        assert name in page.text
+    assert "pass blocker &lt; 0%" in page.text  # exact's min_score
+    cards = re.findall(r'<article class="result-card.*?</article>', page.text, re.S)
+    assert len(cards) == 2
+    for card in cards:
+        assert sorted(judge_blocks(card)) == ["correctness", "faithfulness", "tone"]
+    failed = [r for r in results if any(c["status"] == "failed" for c in r["components"].values())]
+    assert len(failed) == 1  # the component whose answer and repair were both unusable
+    name = next(n for n, c in failed[0]["components"].items() if c["status"] == "failed")
+    card = next(c for c in cards if f"#{failed[0]['position']} " in c)
+    block = judge_blocks(card)[name]
+    assert "Raw judge output" in block and "I would rate this" in block and "repair needed" in block
+
+
+def test_item_page_shows_every_judge_answer_repair_and_carry_over(signed_in, generic_batch):
+    from sqlalchemy import select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import ScoreComponent
+
+    batch_id, results = generic_batch
+    ok = next(r for r in results if all(c["status"] == "ok" for c in r["components"].values()))
+    with transaction() as session:
+        tone = session.scalars(
+            select(ScoreComponent).where(ScoreComponent.score_id == uuid.UUID(ok["score_id"]), ScoreComponent.component == "tone")
+        ).one()
+        tone.carried_over_from = uuid.UUID(int=7)
+    page = signed_in.get(f"/dashboard/items/{ok['item_id']}").text
+    blocks = judge_blocks(page)
+    assert sorted(blocks) == ["correctness", "faithfulness", "tone"]
+    comps = ok["components"]
+    assert f'data-field="answer">{comps["correctness"]["details"]["scale"]} on 1–5<' in blocks["correctness"]
+    assert f'data-field="answer">{comps["tone"]["details"]["label"]}<' in blocks["tone"]
+    for criterion in ("grounded", "complete"):
+        assert f"<td>{criterion}</td>" in blocks["faithfulness"]
+    for name in blocks:
+        assert html_text(comps[name]["details"]["reasoning"]) in blocks[name]
+    assert "carried over" in blocks["tone"] and "carried over" not in blocks["correctness"]
+    repaired = [n for n in blocks if comps[n]["details"].get("repaired")]
+    assert all("repair needed" in blocks[n] for n in repaired)
+    assert all("repair needed" not in blocks[n] for n in blocks if n not in repaired)
+
+
+def html_text(text: str) -> str:
+    from markupsafe import escape
+
+    return str(escape(text))
+
+
+def test_criteria_page_shows_a_generic_suites_components(signed_in, generic_batch):
+    page = signed_in.get("/dashboard/criteria").text
+    table = page[page.index('data-suite="dash_support"') :]
+    table = table[: table.index("</table>")]
+    assert "metric <code>exact_match</code> v1" in table and "case_sensitive" in table
+    assert "Grade the answer against the reference answer." in table  # the rubric text
+    types = re.findall(r'data-field="verdict-type">(\w+)<', table)
+    assert sorted(types) == ["criteria", "labels", "scale"]  # stored criteria (JSONB) keep no key order
+    assert "<code>friendly</code> = 1.0" in table and "Check each against the context" in table

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session, selectinload
 from assay.scoring import batches as svc
 from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound
-from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Score, SuiteRecord
+from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
+from assay.scoring.suites import Criteria
 
 SESSION_KIND = "alert_session"
 ACTIVE = ("pending", "in_progress")
@@ -149,16 +150,33 @@ def result_section(
 
 @dataclass
 class JudgeView:
-    """What the judge said, whichever kind: KQL's reasoning, or an alert session's EP-0028 fields."""
+    """What one judge component said, whichever kind: KQL's reasoning, an alert session's EP-0028
+    fields, or a rubric verdict (its answer, per-criterion scores), and how the answer came: its raw
+    text when unusable, whether a repair was asked for, whether it was carried over from an earlier score."""
 
-    component: str | None = None
-    status: str | None = None
+    component: str
+    status: str
     reason: str | None = None
     reasoning: str | None = None
+    # A rubric verdict's answer: the scale value, the label, true/false or the 0-1 score.
+    answer: Any = None
+    answer_range: str | None = None  # "1–5" for a scale
+    criteria: list[dict[str, Any]] = field(default_factory=list)  # name, score, weight, reasoning
     breakdown: dict[str, Any] = field(default_factory=dict)
     missing_tools: list[dict[str, Any]] = field(default_factory=list)
     approaches: list[dict[str, Any]] = field(default_factory=list)
     other: dict[str, Any] = field(default_factory=dict)
+    raw_output: str | None = None
+    repaired: bool = False
+    carried_over_from: str | None = None
+
+    @property
+    def breakdown_scale(self) -> int:
+        """What the breakdown's numbers are out of: design 001's four dimensions are 0–25 each; other
+        breakdowns are read as 0–100 (or 0–1)."""
+        numbers = [v for v in self.breakdown.values() if isinstance(v, (int, float))]
+        top = max(numbers, default=100)
+        return 1 if top <= 1 else 25 if top <= 25 else 100
 
 
 # Design 001's dimensions in the judge prompt's order (JSONB hands keys back in its own order).
@@ -171,38 +189,61 @@ def ordered_breakdown(breakdown: dict[str, Any]) -> dict[str, Any]:
 
 
 _JUDGE_KEYS = ("score_reasoning", "reasoning", "score_breakdown", "missing_tools", "alternative_approaches")
+# Details keys a rubric verdict's answer is stored under (judge.rubrics), in the order looked for.
+_ANSWER_KEYS = ("scale", "label", "passed", "score")
+_SHOWN = {
+    "score_reasoning", "reasoning", "score_breakdown", "breakdown", "missing_tools", "alternative_approaches",
+    "verdict", "criteria", "min", "max", "repaired", *_ANSWER_KEYS,
+}
 
 
-def judge_view(score: Score, judge_component: str | None = None) -> JudgeView:
-    """The judge component of a score: the named one, else the one whose details carry judge fields."""
-    comps = list(score.components)
-    chosen = next((c for c in comps if c.component == judge_component), None)
-    if chosen is None:
-        chosen = next((c for c in comps if any(k in (c.details or {}) for k in _JUDGE_KEYS)), None)
-    if chosen is None:
-        return JudgeView()
-    details = dict(chosen.details or {})
+def _judge_view(component: ScoreComponent) -> JudgeView:
+    details = dict(component.details or {})
     verdict = details.get("verdict") if isinstance(details.get("verdict"), dict) else {}
     merged = {**verdict, **details}
-    view = JudgeView(component=chosen.component, status=chosen.status, reason=chosen.reason)
+    view = JudgeView(
+        component=component.component,
+        status=component.status,
+        reason=component.reason,
+        raw_output=component.raw_output,
+        repaired=bool(details.get("repaired")),
+        carried_over_from=str(component.carried_over_from) if component.carried_over_from else None,
+    )
     view.reasoning = merged.get("score_reasoning") or merged.get("reasoning")
     breakdown = merged.get("score_breakdown") or merged.get("breakdown")
-    view.breakdown = breakdown if isinstance(breakdown, dict) else {}
+    view.breakdown = ordered_breakdown(breakdown) if isinstance(breakdown, dict) else {}
     tools = merged.get("missing_tools")
     view.missing_tools = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
     approaches = merged.get("alternative_approaches")
     view.approaches = [a for a in approaches if isinstance(a, dict)] if isinstance(approaches, list) else []
-    shown = {"score_reasoning", "reasoning", "score_breakdown", "breakdown", "missing_tools", "alternative_approaches", "verdict"}
-    view.other = {k: v for k, v in details.items() if k not in shown}
+    criteria = details.get("criteria")
+    if isinstance(criteria, dict):
+        view.criteria = [{"name": name, **entry} for name, entry in criteria.items() if isinstance(entry, dict)]
+    else:
+        view.answer = next((details[k] for k in _ANSWER_KEYS if k in details), None)
+    if isinstance(details.get("min"), int) and isinstance(details.get("max"), int):
+        view.answer_range = f"{details['min']}–{details['max']}"
+    view.other = {k: v for k, v in details.items() if k not in _SHOWN}
     return view
 
 
-def judge_component_name(session: Session, criteria_hash: str) -> str | None:
+def judge_views(score: Score, judge_components: list[str] | None = None) -> list[JudgeView]:
+    """One view per judge component of a score, in the suite's order. Without the names (the criteria
+    are gone), every component whose details carry judge fields."""
+    by_name = {c.component: c for c in score.components}
+    if judge_components is None:
+        chosen = [c for c in score.components if any(k in (c.details or {}) for k in _JUDGE_KEYS)]
+    else:
+        chosen = [by_name[name] for name in judge_components if name in by_name]
+    return [_judge_view(c) for c in chosen]
+
+
+def judge_component_names(session: Session, criteria_hash: str) -> list[str] | None:
+    """The judge components of a criteria version, in its order; None when it is not stored."""
     try:
-        criteria = load_criteria(session, criteria_hash)
+        return load_criteria(session, criteria_hash).judge_components
     except NotFound:
         return None
-    return next((name for name, spec in criteria.components.items() if spec.judge), None)
 
 
 # --- items and sessions --------------------------------------------------------------------------------------
@@ -378,7 +419,8 @@ def missing_tools(session: Session, *, criteria_hash: str | None = None, limit: 
     ):
         looked += 1
         named: set[str] = set()  # a tool named twice in one verdict counts once
-        for tool in judge_view(score).missing_tools:
+        tools = [tool for view in judge_views(score) for tool in view.missing_tools]
+        for tool in tools:
             raw = str(tool.get("tool_name") or "").strip()
             key = normalise_tool(raw)
             if not key:
@@ -417,6 +459,26 @@ class SuiteFreshness:
     current_hash: str
     current: int
     stale: int
+
+
+@dataclass
+class SuiteComponents:
+    """A suite's current criteria, for the criteria page's list of components."""
+
+    suite: str
+    origin: str
+    state: str
+    criteria_hash: str
+    criteria: Criteria
+
+
+def suite_components(session: Session) -> list[SuiteComponents]:
+    """Every registered suite with its current criteria: each component's metric and args, or its
+    judge (rubric text, per-item template, verdict type)."""
+    return [
+        SuiteComponents(s.name, s.origin, s.state, s.current_criteria_hash, load_criteria(session, s.current_criteria_hash))
+        for s in session.scalars(select(SuiteRecord).order_by(SuiteRecord.name))
+    ]
 
 
 def criteria_overview(session: Session) -> tuple[list[CriteriaRow], list[SuiteFreshness]]:

@@ -240,13 +240,13 @@ def batches_progress(
     return JSONResponse({"batches": rows}, headers={"Cache-Control": "no-store"})
 
 
-def _section_rows(scores: list[Score], threshold: float, judge_name: str | None, kind: Any) -> list[dict[str, Any]]:
+def _section_rows(scores: list[Score], threshold: float, judges: list[str], kind: Any) -> list[dict[str, Any]]:
     rows = []
     for s in scores:
         view = score_view(s, threshold=threshold)
         view["external_id"] = s.item.external_id if s.item is not None else None
         view["lines"] = live_lines(s, kind, threshold)
-        view["judge"] = q.judge_view(s, judge_name)
+        view["judges"] = q.judge_views(s, judges)
         rows.append(view)
     return rows
 
@@ -265,7 +265,7 @@ def batch_page(
         except NotFound:
             return render(request, who, "not_found.html", status_code=404, what=f"batch {batch_id}")
         criteria = load_criteria(session, batch.criteria_hash)
-        judge_name = next((n for n, spec in criteria.components.items() if spec.judge), None)
+        judges = criteria.judge_components
         costs = q.batch_costs(session, [batch.id])
         row = q.batch_row(batch, svc.progress(session, batch), costs.get(batch.id, 0.0))
         summary = batch_summary(session, batch.id)
@@ -273,8 +273,8 @@ def batch_page(
         ok, ok_total = q.result_section(session, batch.id, "success", limit=PAGE_SIZE, offset=ok_offset)
         bad, bad_total = q.result_section(session, batch.id, "error", limit=PAGE_SIZE, offset=err_offset)
         kind = get_kind(criteria.kind)
-        success = _section_rows(ok, criteria.threshold, judge_name, kind)
-        errors = _section_rows(bad, criteria.threshold, judge_name, kind)
+        success = _section_rows(ok, criteria.threshold, judges, kind)
+        errors = _section_rows(bad, criteria.threshold, judges, kind)
     peak = max(hist) or 1
     bins = len(hist)
     histogram = [
@@ -290,7 +290,8 @@ def batch_page(
         {
             "name": name,
             "weight": spec.weight,
-            "judge": spec.judge,
+            "judge": spec.is_judge,
+            "min_score": spec.min_score,
             **(summary.get("components", {}).get(name) or {"ok": 0, "failed": 0, "skipped": 0, "mean": None, "median": None}),
         }
         for name, spec in criteria.components.items()
@@ -326,15 +327,13 @@ def _score_cards(session: Any, scores: list[Score], kind: str) -> list[dict[str,
         try:
             criteria = load_criteria(session, s.criteria_hash)
             threshold: float | None = criteria.threshold
-            judge_name = next((n for n, spec in criteria.components.items() if spec.judge), None)
+            judges: list[str] | None = criteria.judge_components
         except NotFound:
-            threshold, judge_name = None, None
+            threshold, judges = None, None
         view = score_view(s, threshold=threshold, current_hash=current.get(s.suite_name))
-        view["judge"] = q.judge_view(s, judge_name)
-        view["judge"].breakdown = q.ordered_breakdown(view["judge"].breakdown)
-        numbers = [v for v in view["judge"].breakdown.values() if isinstance(v, (int, float))]
-        # Design 001's four dimensions are 0–25 each; other breakdowns are read as 0–100 (or 0–1).
-        view["breakdown_scale"] = 1 if numbers and max(numbers) <= 1 else 25 if numbers and max(numbers) <= 25 else 100
+        view["judges"] = q.judge_views(s, judges)
+        view["missing_tools"] = [t for judge in view["judges"] for t in judge.missing_tools]
+        view["approaches"] = [a for judge in view["judges"] for a in judge.approaches]
         view["score100"] = q.score100(s.total) if s.status == "completed" else None
         view["lines"] = live_lines(s, get_kind(criteria.kind), threshold) if threshold is not None else [s.status]
         view["session_kind"] = kind == q.SESSION_KIND
@@ -473,7 +472,8 @@ def missing_tools_page(
 def criteria_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
     with transaction() as session:
         rows, suites = q.criteria_overview(session)
-    return render(request, who, "criteria.html", rows=rows, suites=suites)
+        components = q.suite_components(session)
+    return render(request, who, "criteria.html", rows=rows, suites=suites, components=components)
 
 
 @router.get("/judge", response_class=HTMLResponse)
