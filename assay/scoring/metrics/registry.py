@@ -9,7 +9,9 @@ A metric registered with an ``args_model`` (a pydantic model) gets its arguments
 the factory is called with the validated model instance; without one (the kinds' own metrics) the
 factory is called as ``factory(**args)``. An argument may name a per-item value (:class:`ItemRef`,
 written ``{from: expected}`` or ``{from: metadata.KEY}`` in a suite) that the metric resolves for
-each item with :func:`resolve_arg`.
+each item with :func:`resolve_arg`. Such a metric reports a value the item lacks
+(:class:`MissingItemValue`) as a skipped component and a value it cannot use
+(:class:`BadItemValue`) as a failed one, each with the reason.
 """
 
 from __future__ import annotations
