@@ -71,7 +71,7 @@ class Enqueuer(Protocol):
 
 
 def queue_for(criteria: Criteria, component: str) -> str:
-    return JUDGE_QUEUE if criteria.components[component].judge else METRICS_QUEUE
+    return JUDGE_QUEUE if criteria.components[component].is_judge else METRICS_QUEUE
 
 
 def pending_score(
@@ -693,6 +693,22 @@ def component_pass_blockers(components: Iterable[Any]) -> list[str]:
     ]
 
 
+def min_score_blockers(criteria: Criteria, components: Iterable[Any]) -> list[str]:
+    """The pass blockers of components with a ``min_score``: an ok score below it, or no score at all
+    (skipped: what the suite requires of the item was not established, invariant 7)."""
+    blockers = []
+    for comp in components:
+        spec = criteria.components.get(comp.component)
+        floor = spec.min_score if spec is not None else None
+        if floor is None or comp.status == "failed":
+            continue
+        if comp.status == "ok" and comp.score is not None and comp.score < floor - 1e-12:
+            blockers.append(f"{comp.component}: score {comp.score:.2f} is below its min_score {floor:.2f}")
+        elif comp.status == "skipped":
+            blockers.append(f"{comp.component}: skipped ({comp.reason}), so its min_score {floor:.2f} was not checked")
+    return blockers
+
+
 def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) -> None:
     """Total, pass and status of a score whose components have all landed (Core statements: this runs
     once per score on the landing hot path). ``score``: its row as the landing read it, if at hand
@@ -727,7 +743,9 @@ def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) 
         partial = len(ok) < len(comps)
         payload = comps[0].payload if kind.pass_blockers is not None else None
         item_blockers = kind.pass_blockers(kind.item_model.model_validate(payload)) if payload is not None else []
-        blockers = list(dict.fromkeys([*item_blockers, *component_pass_blockers(comps)]))
+        blockers = list(
+            dict.fromkeys([*item_blockers, *component_pass_blockers(comps), *min_score_blockers(criteria, comps)])
+        )
         passed = total >= criteria.threshold - 1e-12 and not blockers
         status, error_kind = "completed", None
         error_message = "; ".join(blockers) or None
