@@ -1,7 +1,9 @@
 """Judge cost: cache-read ratio and billed-token equivalents per judgment, batch lane vs realtime.
 
-For two suites, alert_session (a long static rubric: the cached system prompt) and kql (a short
-prefix, below its model's minimum cacheable length), the same N distinct items are judged twice on
+For three suites, alert_session (a long static rubric: the cached system prompt), kql (a short
+prefix, below its model's minimum cacheable length) and long_rubric (bench/suites/long_rubric.yaml: a
+generic suite's rubric judge with four weighted criteria and their evaluation steps, ~2,000+ tokens of
+fixed text laid out cache-first), the same N distinct items are judged twice on
 the in-thread fake Anthropic API (tests/fakes/anthropic_server.py), each lane starting from a cold
 prompt cache (the fake is reset in between):
 
@@ -17,7 +19,7 @@ cache-read ratio (``pipeline.cache_read_ratio``), dollars per judgment, billed i
 tokens as characters / 4 and keeps a prompt cache its own way (see the notes printed below the
 table), so the ratios are the meaningful figures, not the absolute ones.
 
-    /tmp/venv/bin/python -m bench.cost [--items 50]
+    /tmp/venv/bin/python -m bench.cost [--items 50] [--suites alert_session,kql,long_rubric]
 """
 
 from __future__ import annotations
@@ -36,9 +38,7 @@ from pydantic import BaseModel
 from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
 from assay.scoring.judge.service import (
-    USAGE_FIELDS,
     JudgeRequest,
-    cost_usd,
     make_client,
     output_config_for,
     read_answer,
@@ -47,6 +47,7 @@ from assay.scoring.judge.service import (
 )
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import cache_read_ratio
+from assay.scoring.pricing import USAGE_FIELDS, cost_usd
 from assay.scoring.scorer import judge_inputs_for, render_judge_prompt
 from assay.scoring.suites import (
     ModelCatalog,
@@ -54,12 +55,15 @@ from assay.scoring.suites import (
     Suite,
     load_model_catalog,
     load_suite,
+    parse_suite,
 )
 from bench import harness
 from tests.fakes.anthropic_server import CHARS_PER_TOKEN, FakeAnthropic
 
 CONFIG = harness.REPO / "config"
 EXAMPLES = harness.REPO / "examples"
+# Suites kept with the benchmarks (not installed), by the name --suites gives them.
+BENCH_SUITES = {"long_rubric": Path(__file__).resolve().parent / "suites" / "long_rubric.yaml"}
 
 
 # --- items -----------------------------------------------------------------------------------------
@@ -86,6 +90,27 @@ def kql_items(n: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         path = harness.write_items(Path(tmp) / "items.jsonl", n)
         return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def generic_items(n: int) -> list[dict[str, Any]]:
+    """N distinct generic RAG items made from examples/generic/rag.jsonl (own ids, the question varies)."""
+    lines = (EXAMPLES / "generic" / "rag.jsonl").read_text().splitlines()
+    examples = [json.loads(line) for line in lines if line.strip()]
+    items = []
+    for i in range(n):
+        item = dict(examples[i % len(examples)])
+        item["id"] = f"{item['id']}-bench-{i}"
+        item["input"] = f"{item['input']} (ticket #{i})"
+        items.append(item)
+    return items
+
+
+def bench_suite(name: str) -> Suite:
+    """An installed suite from config/suites/, or one of the benchmark's own suite files."""
+    path = BENCH_SUITES.get(name)
+    if path is None:
+        return load_suite(CONFIG, name, env=os.environ)
+    return parse_suite(path.read_text(), config_dir=CONFIG, env=os.environ, source=str(path), origin="path")
 
 
 # --- the two lanes ---------------------------------------------------------------------------------
@@ -225,16 +250,20 @@ def row(label: str, lane: Lane, price: ModelPrice, realtime_cost: float | None) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=50, help="judgments per suite and lane")
-    parser.add_argument("--suites", default="alert_session,kql", help="comma-separated suite names")
+    parser.add_argument(
+        "--suites",
+        default="alert_session,kql,long_rubric",
+        help=f"comma-separated suite names: installed suites, or the benchmark's own ({', '.join(BENCH_SUITES)})",
+    )
     args = parser.parse_args()
 
     catalog = load_model_catalog(CONFIG)
-    makers = {"alert_session": session_items, "kql": kql_items}
+    makers = {"alert_session": session_items, "kql": kql_items, "long_rubric": generic_items}
     lines: list[str] = []
     checks: list[str] = []
     with FakeAnthropic(batch_processing_seconds=0.2) as fake:
         for name in args.suites.split(","):
-            suite = load_suite(CONFIG, name, env=os.environ)
+            suite = bench_suite(name)
             judge = suite.criteria.judge_for(suite.criteria.judge_components[0])
             kind = get_kind(suite.criteria.kind)
             price = catalog.models[judge.model]
