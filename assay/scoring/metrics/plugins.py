@@ -120,10 +120,10 @@ class PluginMetric:
         if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
             raise ValueError(f"plug-in metric {self.name!r}: version is an integer >= 1, got {self.version!r}")
         if not callable(self.function):
-            raise ValueError(f"plug-in metric {self.name!r}: function must be callable")
+            raise TypeError(f"plug-in metric {self.name!r}: function must be callable")
         if self.args_model is not None:
             if not (isinstance(self.args_model, type) and issubclass(self.args_model, BaseModel)):
-                raise ValueError(f"plug-in metric {self.name!r}: args_model must be a pydantic model class")
+                raise TypeError(f"plug-in metric {self.name!r}: args_model must be a pydantic model class")
             if self.args_model.model_config.get("extra") != "forbid":
                 raise ValueError(
                     f"plug-in metric {self.name!r}: args_model must refuse unknown arguments "

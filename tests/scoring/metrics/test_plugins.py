@@ -24,7 +24,12 @@ from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.generic import GenericItem
 from assay.scoring.metrics import plugins, registry
 from assay.scoring.metrics.plugins import ComponentResult, PluginArgs, PluginMetric
-from assay.scoring.metrics.registry import MetricContext, PluginRef, build_metric, registered_metrics
+from assay.scoring.metrics.registry import (
+    MetricContext,
+    PluginRef,
+    build_metric,
+    registered_metrics,
+)
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import WorkUnit, compute
 from assay.scoring.suites import Criteria, Suite, parse_suite
@@ -330,8 +335,10 @@ def test_an_entry_point_naming_something_else_than_plugin_metrics_is_refused(fre
     write_distribution(site, "odd-metrics", "3.1", "odd_metrics_mod", "METRICS = {'not': 'a metric'}\n")
     registered_metrics()
     assert plugins.load_failures() == [
-        "plug-in odd-metrics==3.1 (entry point 'mine' = 'odd_metrics_mod:METRICS'): "
-        "it names dict, not a PluginMetric or a list of them"
+        (
+            "plug-in odd-metrics==3.1 (entry point 'mine' = 'odd_metrics_mod:METRICS'): "
+            "it names dict, not a PluginMetric or a list of them"
+        )
     ]
 
 
@@ -399,7 +406,7 @@ class LaxArgs(BaseModel):
 )
 def test_a_plugin_metric_declaration_is_checked_when_the_plugin_is_imported(changes, error):
     declared = {"name": "ns.metric", "version": 1, "function": score, **changes}
-    with pytest.raises(ValueError, match=error):
+    with pytest.raises((TypeError, ValueError), match=error):
         PluginMetric(**declared)
 
 
