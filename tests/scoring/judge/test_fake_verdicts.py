@@ -1,63 +1,41 @@
 """The fake judge answers every rubric verdict type (design 20: score, scale, pass_fail, labels,
-criteria) with JSON the verdict model accepts, and, when scripted ``out_of_range``, with JSON it
-refuses: an integer past the scale, an unknown label. Driven through the real SDK and the judge's own
-strict ``output_config`` (the SDK's strict transform moves bounds into descriptions)."""
+criteria; the models judge.rubrics builds) with JSON the verdict model accepts, and, when scripted
+``out_of_range``, with JSON it refuses: an integer past the scale, an unknown label. Driven through
+the real SDK and the judge's own strict ``output_config`` (the SDK's strict transform moves bounds
+into descriptions)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any
 
 import pydantic
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
+from assay.scoring.judge.rubrics import VerdictSpec, rubric_verdict
 from assay.scoring.judge.service import output_config_for
 from tests.fakes.anthropic_server import out_of_range_answer, schema_answer
 from tests.scoring.judge.conftest import MODEL
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def rubric_model(**spec: Any) -> type[BaseModel]:
+    """The verdict model judge.rubrics builds for a suite's ``verdict:`` section."""
+    return rubric_verdict(VerdictSpec(**spec)).model
 
 
-class ScoreVerdict(_Strict):
-    reasoning: str
-    score: float = Field(..., ge=0, le=1)
-
-
-class ScaleVerdict(_Strict):
-    reasoning: str
-    score: int = Field(..., ge=1, le=10)
-
-
-class PassFailVerdict(_Strict):
-    reasoning: str
-    passed: bool
-
-
-class LabelVerdict(_Strict):
-    reasoning: str
-    label: Literal["good", "partial", "bad"]
-
-
-class CriterionScore(_Strict):
-    reasoning: str
-    score: int = Field(..., ge=1, le=5)
-
-
-class CriteriaScores(_Strict):
-    grounded: CriterionScore
-    complete: CriterionScore
-
-
-class CriteriaVerdict(_Strict):
-    """Named criteria, each scored on its scale with its reasoning (nested objects, a $ref each)."""
-
-    reasoning: str
-    criteria: CriteriaScores
+ScoreVerdict = rubric_model(type="score")
+ScaleVerdict = rubric_model(type="scale", min=1, max=10)
+PassFailVerdict = rubric_model(type="pass_fail")
+LabelVerdict = rubric_model(type="labels", labels={"good": 1.0, "partial": 0.5, "bad": 0.0})
+# Named criteria, each scored on its scale with its reasoning (nested objects, keyed by criterion name).
+CriteriaVerdict = rubric_model(
+    type="criteria",
+    criteria=[{"name": "grounded", "weight": 0.7, "steps": ["List each claim"]}, {"name": "complete", "weight": 0.3}],
+)
 
 
 VERDICTS = [ScoreVerdict, ScaleVerdict, PassFailVerdict, LabelVerdict, CriteriaVerdict]
+NAMES = ["score", "scale", "pass_fail", "labels", "criteria"]
 KEYS = [f"{n * 7919:016x}" + "0" * 48 for n in range(1, 201)]
 
 
@@ -70,14 +48,14 @@ def ask(client, text: str, verdict: type[BaseModel]):
     )
 
 
-@pytest.mark.parametrize("verdict", VERDICTS, ids=lambda v: v.__name__)
+@pytest.mark.parametrize("verdict", VERDICTS, ids=NAMES)
 def test_every_verdict_type_gets_answers_its_model_accepts(client, fake, verdict):
     for n in range(5):
         text = ask(client, f"item {n}", verdict).content[0].text
         verdict.model_validate_json(text, strict=True)
 
 
-@pytest.mark.parametrize("verdict", VERDICTS, ids=lambda v: v.__name__)
+@pytest.mark.parametrize("verdict", VERDICTS, ids=NAMES)
 def test_scripted_out_of_range_answers_are_refused(client, fake, verdict):
     fake.script({"kind": "out_of_range"})
     text = ask(client, "item", verdict).content[0].text
