@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy import select
 
+from assay.scoring.criteria import register_suite
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.generic import GenericItem
@@ -32,6 +34,8 @@ from assay.scoring.metrics.registry import (
 )
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import WorkUnit, compute
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import CriteriaDefinition, ScoreComponent
 from assay.scoring.suites import Criteria, Suite, parse_suite
 from tests.conftest import REPO, wait_for
 
@@ -155,6 +159,21 @@ def test_a_plugin_metric_version_the_plugin_does_not_provide_is_refused():
     assert "version 1 in this code but the criteria ask for version 2" in caught.value.message
 
 
+def test_the_api_registers_a_suite_using_a_plugin_metric_and_refuses_an_unknown_one(api_client):
+    yaml_body = {"Content-Type": "application/yaml"}
+    r = api_client.post("/api/v1/suites", content=SUITE.replace("plugin_suite", "api_plugin_suite"), headers=yaml_body)
+    assert r.status_code == 201, r.text
+    criteria_hash = r.json()["version"]["criteria_hash"]
+    with transaction() as session:
+        stored = session.get(CriteriaDefinition, criteria_hash).criteria_content
+    assert stored["components"]["overlap"]["plugin"] == {"distribution": DIST, "version": "0.1.0"}
+    r = api_client.post(
+        "/api/v1/suites", content=SUITE.replace("example.word_overlap", "example.nothing_like_it"), headers=yaml_body
+    )
+    assert r.status_code == 422, r.text
+    assert "unknown metric 'example.nothing_like_it'" in r.text
+
+
 # --- a process without the plug-in, or with another version ---------------------------------------
 
 
@@ -182,12 +201,6 @@ def test_a_worker_without_the_plugin_or_with_another_version_fails_those_compone
 ):
     """Through a live worker: the components whose plug-in this process cannot honour fail with the
     reason at their first attempt (never retried), the others are scored, and the batch completes."""
-    from sqlalchemy import select
-
-    from assay.scoring.criteria import register_suite
-    from assay.scoring.store.db import transaction
-    from assay.scoring.store.models import ScoreComponent
-
     resolved = suite()
     criteria = with_plugin(resolved.criteria, "overlap", PluginRef(distribution=DIST, version="0.0.9"))
     gone = resolved.criteria.components["overlap"].model_copy(
