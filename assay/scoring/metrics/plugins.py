@@ -24,14 +24,16 @@ by ``args_model`` and the :class:`MetricContext`. It returns a score in [0, 1] o
 :class:`ComponentResult` (to add details, skip, fail or block the pass). A score outside [0, 1] (or
 not a number) fails the component with that reason; it is never clamped. An exception fails that one
 component with the exception's text (the worker carries on). A per-item value the item lacks
-(:func:`resolve_arg` raises :class:`MissingItemValue`) skips the component with the reason.
+(:func:`resolve_arg` raises :class:`MissingItemValue`) skips the component with the reason; raise
+:class:`BadItemValue` for a value the metric cannot use, to fail it with yours.
 
-**Names and versions.** A plug-in metric's name has a namespace (``example.word_overlap``), so no
-future Assay metric takes it; a name already registered (by Assay or another plug-in) is refused.
+**Names and versions.** A plug-in metric's name has a namespace (``example.word_overlap``; Assay's
+own metric names have no dot); a name already registered (by Assay or another plug-in) is refused.
 Bump ``version`` whenever the metric's output can change. The criteria store the plug-in's
 distribution name (normalised as pip does) and version beside the metric's version, so they are in
-the criteria hash: upgrading the package makes its scores stale, and a process whose installed
-plug-in is missing or at another version fails those components with the reason.
+the criteria hash: a suite resolved after an upgrade has a new hash (its older scores are stale), and
+a process whose installed plug-in is missing or at another version than the criteria name fails
+those components with the reason.
 
 **Loading.** Entry points are loaded lazily, once per process, the first time the metric registry is
 asked for a metric (after Assay's own metrics, so a plug-in never shadows one). A plug-in that
