@@ -91,8 +91,11 @@ def register_all_suites(session: Session, config_dir: Path) -> dict[str, str]:
 
 
 def load_suite_file(path: Path, config_dir: Path) -> Suite:
-    """A suite file that is not installed (given by path): files it names resolve beside it, ``${VAR}``
-    from the environment, the judge model through ``config_dir``'s catalog."""
+    """A suite file given by path. One that is not installed: files it names resolve beside it,
+    ``${VAR}`` from the environment, the judge model through ``config_dir``'s catalog. One of
+    ``config_dir/suites/`` is read as installed (its files resolve inside ``config_dir``)."""
+    if _installed(path, config_dir):
+        return load_suite(config_dir, path.stem)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -105,13 +108,18 @@ def load_suite_file(path: Path, config_dir: Path) -> Suite:
     return suite
 
 
+def _installed(path: Path, config_dir: Path) -> bool:
+    return path.suffix == ".yaml" and path.resolve().parent == (config_dir / "suites").resolve()
+
+
 def register_suite_file(session: Session, path: Path, config_dir: Path) -> str:
     """Register a suite file given by path (``assay run --suite path/to/suite.yaml``, embedded mode)
     after the installed ones, so for this run it is the suite of its name; returns that name."""
     suite = load_suite_file(path, config_dir)
-    if suite.name in list_suite_names(config_dir):
+    installed = _installed(path, config_dir)
+    if not installed and suite.name in list_suite_names(config_dir):
         log.warning("suite file %s has the name of an installed suite (%s): this run uses %s", path, suite.name, path)
-    register_suite(session, suite, origin="path")
+    register_suite(session, suite, origin="file" if installed else "path")
     return suite.name
 
 
