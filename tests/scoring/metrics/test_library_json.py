@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -108,6 +110,39 @@ def test_a_reference_that_cannot_be_followed_fails_the_item_and_fetches_nothing(
 def test_a_local_ref_to_nothing_makes_the_suite_invalid() -> None:
     message = args_error("json_schema", {"schema": {"$ref": "#/$defs/missing"}})
     assert message.endswith("args.schema: $ref '#/$defs/missing' points to nothing in the schema")
+
+
+def test_schema_patterns_run_in_re2_so_a_catastrophic_one_returns_fast() -> None:
+    # With Python's re, (a+)+$ against "aaa...b" backtracks exponentially (hours at 40 characters).
+    evil = "a" * 40 + "b"
+    started = time.monotonic()
+    on_value = score("json_schema", {"schema": {"type": "string", "pattern": "(a+)+$"}}, output=json.dumps(evil))
+    on_key = score("json_schema", {"schema": {"patternProperties": {"(a+)+$": {"type": "integer"}}}}, output={evil: "x"})
+    closed = {"properties": {"id": {}}, "patternProperties": {"(a+)+$": {}}, "additionalProperties": False}
+    on_extra = score("json_schema", {"schema": closed}, output={evil: 1, "id": 1, "aaa": 2})
+    assert time.monotonic() - started < 1.0
+    assert on_value.details["errors"] == [{"path": "$", "message": f"{evil!r} does not match '(a+)+$'"}]
+    assert on_key.score == 1.0  # the key does not match, so nothing constrains its value
+    assert on_extra.details["errors"] == [{"path": "$", "message": f"Additional properties are not allowed ({evil!r} was unexpected)"}]
+
+
+def test_schema_patterns_keep_their_meaning() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}-\\d+$"}},
+        "patternProperties": {"^x-": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    assert score("json_schema", {"schema": schema}, output={"code": "ABC-12", "x-note": "ok"}).score == 1.0
+    wrong = score("json_schema", {"schema": schema}, output={"code": "abc-12", "x-note": 3, "other": 1})
+    assert [e["path"] for e in wrong.details["errors"]] == ["$", "$.code", "$['x-note']"]
+
+
+def test_a_schema_pattern_re2_cannot_run_makes_the_suite_invalid() -> None:
+    message = args_error("json_schema", {"schema": {"properties": {"a": {"pattern": "(x)\\1"}}}})
+    assert "args.schema: pattern '(x)\\\\1': not a valid RE2 pattern (invalid escape sequence: \\1)" in message
+    both = {"patternProperties": {"^a": {}}, "unevaluatedProperties": False}
+    assert "patternProperties with unevaluatedProperties is not supported" in args_error("json_schema", {"schema": both})
 
 
 def test_json_schema_args_are_checked() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.scoring.metrics.library_items import args_error, score
@@ -120,6 +122,19 @@ def test_rouge_l_with_several_references_takes_the_best() -> None:
 def test_rouge_l_cannot_score_a_reference_its_tokenizer_drops() -> None:
     result = score("rouge_l", output="你好世界", expected="你好世界")
     assert result.status == "failed" and "no ASCII letters or digits" in result.reason
+
+
+def test_rouge_l_refuses_a_pair_too_long_for_its_quadratic_table() -> None:
+    long_text = "word " * 2001
+    started = time.monotonic()
+    result = score("rouge_l", output=long_text, expected=long_text)
+    assert time.monotonic() - started < 1.0
+    assert result.status == "failed"
+    assert result.reason == (
+        "too long for ROUGE-L: 2001 output tokens x 2001 reference tokens is over the 4,000,000 cells "
+        "its LCS table may have; use chrf or levenshtein_ratio"
+    )
+    assert score("rouge_l", output="word " * 2000, expected="word " * 2000).score == 1.0  # exactly at the limit
 
 
 # --- shared reference handling ---------------------------------------------------------------------

@@ -6,9 +6,11 @@ The metrics read the item's attributes by name (``input``, ``output``, ``expecte
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
+import re2
 from pydantic import BaseModel, ConfigDict
 
 from assay.scoring.metrics.registry import ItemRef, resolve_arg
@@ -71,3 +73,17 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
+
+
+@functools.lru_cache(maxsize=256)
+def compile_re2(pattern: str, case_sensitive: bool) -> Any:
+    """RE2 has no backtracking: matching is linear in the output, so no pattern can hang a worker.
+    Perl features that need backtracking (backreferences, lookaround) do not compile."""
+    options = re2.Options()
+    options.case_sensitive = case_sensitive
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        message = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"not a valid RE2 pattern ({message}); RE2 has no backreferences or lookaround") from exc

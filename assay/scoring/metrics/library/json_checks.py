@@ -11,13 +11,14 @@ Indexes count from 0; a key cannot contain ``.``, ``[`` or ``]``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from jsonschema import SchemaError
-from jsonschema.validators import Draft202012Validator, validator_for
+from jsonschema import SchemaError, ValidationError
+from jsonschema.validators import Draft202012Validator, extend, validator_for
 from pydantic import Field, field_validator
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
@@ -27,6 +28,7 @@ from assay.scoring.metrics.library._common import (
     KINDS,
     Args,
     as_text,
+    compile_re2,
     json_equal,
     output_json,
 )
@@ -107,16 +109,75 @@ _MAX_ERRORS = 5
 _MAX_MESSAGE = 300
 
 
-def _references(node: Any) -> Iterator[str]:
+def _walk(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) pair of every object in a schema, depth first."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key in _REF_KEYWORDS and isinstance(value, str):
-                yield value
-            else:
-                yield from _references(value)
+            yield key, value
+            yield from _walk(value)
     elif isinstance(node, list):
         for value in node:
-            yield from _references(value)
+            yield from _walk(value)
+
+
+def _references(schema: dict[str, Any]) -> list[str]:
+    return [value for key, value in _walk(schema) if key in _REF_KEYWORDS and isinstance(value, str)]
+
+
+def _patterns(schema: dict[str, Any]) -> Iterator[str]:
+    for key, value in _walk(schema):
+        if key == "pattern" and isinstance(value, str):
+            yield value
+        elif key == "patternProperties" and isinstance(value, dict):
+            yield from value
+
+
+# jsonschema matches `pattern` and `patternProperties` with Python's backtracking `re`, where a
+# pattern like (a+)+$ can take hours on a short output. These keywords are replaced by RE2
+# versions (linear time); `additionalProperties` is handed the properties RE2 matched so that it
+# never runs a pattern itself. `unevaluatedProperties` runs patterns deep inside jsonschema, so a
+# schema combining it with `patternProperties` is refused at resolution.
+
+
+def _re2_search(pattern: str, text: str) -> bool:
+    return compile_re2(pattern, True).search(text) is not None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _re2_search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _re2_search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties_after_re2(original: Callable[..., Iterator[ValidationError]]) -> Callable[..., Iterator[ValidationError]]:
+    def additional_properties(validator: Any, allowed: Any, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+        if "patternProperties" in schema and validator.is_type(instance, "object"):
+            matched = {key: True for key in instance if any(_re2_search(p, key) for p in schema["patternProperties"])}
+            schema = {k: v for k, v in schema.items() if k != "patternProperties"}
+            schema["properties"] = {**schema.get("properties", {}), **matched}
+        yield from original(validator, allowed, instance, schema)
+
+    return additional_properties
+
+
+@functools.cache
+def _re2_validator(cls: type[Any]) -> type[Any]:
+    return extend(
+        cls,
+        validators={
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties_after_re2(cls.VALIDATORS["additionalProperties"]),
+        },
+    )
 
 
 def _validator_class(schema: dict[str, Any]) -> type[Any]:
@@ -144,6 +205,17 @@ class JsonSchemaArgs(Args):
             _validator_class(schema).check_schema(schema)
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema: {exc.message} (at {exc.json_path})") from exc
+        for pattern in _patterns(schema):
+            try:
+                compile_re2(pattern, True)
+            except ValueError as exc:
+                raise ValueError(f"pattern {pattern!r}: {exc}") from exc
+        keys = {key for key, _ in _walk(schema)}
+        if {"patternProperties", "unevaluatedProperties"} <= keys:
+            raise ValueError(
+                "patternProperties with unevaluatedProperties is not supported (jsonschema would match those "
+                "patterns with Python's backtracking re); use additionalProperties"
+            )
         # A local reference to nothing would fail every item; find it now (against the root).
         resolver = Registry().resolver_with_root(Resource.from_contents(schema, default_specification=DRAFT202012))
         for ref in _references(schema):
@@ -158,7 +230,7 @@ class JsonSchemaArgs(Args):
 def json_schema(args: JsonSchemaArgs) -> Metric:
     """1 when the output is JSON valid against ``schema``, else 0; ``errors`` lists the first few
     violations (JSON path and message), ``error_count`` how many there are."""
-    cls = _validator_class(args.schema_)
+    cls = _re2_validator(_validator_class(args.schema_))
     # An empty registry that retrieves nothing: no reference can reach the network or the disk.
     validator = cls(
         args.schema_, registry=Registry(), format_checker=cls.FORMAT_CHECKER if args.check_formats else None

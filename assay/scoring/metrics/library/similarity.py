@@ -129,6 +129,11 @@ def chrf(args: ChrfArgs) -> Metric:
 # --- ROUGE-L -------------------------------------------------------------------------------------
 
 
+# rouge-score computes the LCS with a pure-Python table of output x reference tokens (about a
+# million cells a second): past this many cells a pair would hold a worker for seconds to minutes.
+MAX_LCS_CELLS = 4_000_000
+
+
 class RougeArgs(ReferenceArgs):
     use_stemmer: bool = Field(False, description="rouge-score's Porter stemmer (English)")
 
@@ -137,7 +142,9 @@ class RougeArgs(ReferenceArgs):
 def rouge_l(args: RougeArgs) -> Metric:
     """rouge-score's ROUGE-L F-measure (longest common subsequence of tokens); precision, recall
     and fmeasure in the details. rouge-score's tokenizer lowercases and keeps only ASCII letters and
-    digits, so a reference with none of them cannot be scored (failed, with that reason)."""
+    digits, so a reference with none of them cannot be scored (failed, with that reason). A pair
+    whose LCS table would exceed ``MAX_LCS_CELLS`` (output tokens x reference tokens; about 2,000 x
+    2,000) fails with the sizes rather than hold the worker."""
     from rouge_score.rouge_scorer import RougeScorer
     from rouge_score.tokenizers import DefaultTokenizer
 
@@ -146,10 +153,17 @@ def rouge_l(args: RougeArgs) -> Metric:
 
     def score(item: Any, ctx: MetricContext) -> ComponentResult:
         references = _references(args, item)
-        if not any(tokenizer.tokenize(ref) for ref in references):
+        reference_tokens = [len(tokenizer.tokenize(ref)) for ref in references]
+        if not any(reference_tokens):
             raise BadItemValue(
                 "the reference has no ASCII letters or digits, the only tokens rouge-score's tokenizer keeps; "
                 "use chrf or levenshtein_ratio for this text"
+            )
+        output_tokens = len(tokenizer.tokenize(output_text(item)))
+        if output_tokens * max(reference_tokens) > MAX_LCS_CELLS:
+            raise BadItemValue(
+                f"too long for ROUGE-L: {output_tokens} output tokens x {max(reference_tokens)} reference tokens "
+                f"is over the {MAX_LCS_CELLS:,} cells its LCS table may have; use chrf or levenshtein_ratio"
             )
         # rouge-score takes the target (reference) first, then the prediction.
         result = scorer.score_multi(references, output_text(item))["rougeL"]

@@ -6,11 +6,9 @@ check scores 1 (holds) or 0 (does not); what was found or missing is in the deta
 
 from __future__ import annotations
 
-import functools
 import unicodedata
 from typing import Any
 
-import re2
 from pydantic import Field, field_validator, model_validator
 
 from assay.scoring.metrics.library._common import (
@@ -18,6 +16,7 @@ from assay.scoring.metrics.library._common import (
     KINDS,
     Args,
     as_text,
+    compile_re2,
     output_text,
     text_arg,
 )
@@ -175,20 +174,6 @@ def starts_with(args: StartsWithArgs) -> Metric:
 _MATCH_EXCERPT = 200
 
 
-@functools.lru_cache(maxsize=256)
-def _compile(pattern: str, case_sensitive: bool) -> Any:
-    """RE2 has no backtracking: matching is linear in the output, so no pattern can hang a worker.
-    Perl features that need backtracking (backreferences, lookaround) do not compile."""
-    options = re2.Options()
-    options.case_sensitive = case_sensitive
-    options.log_errors = False
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        message = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ValueError(f"not a valid RE2 pattern ({message}); RE2 has no backreferences or lookaround") from exc
-
-
 class RegexArgs(Args):
     pattern: str | ItemRef = Field(..., description="an RE2 pattern searched anywhere in the output (anchor with ^ and $)")
     case_sensitive: bool = True
@@ -197,7 +182,7 @@ class RegexArgs(Args):
     @classmethod
     def _compiles(cls, pattern: str | ItemRef) -> str | ItemRef:
         if isinstance(pattern, str):
-            _compile(pattern, True)  # whether a pattern compiles does not depend on case
+            compile_re2(pattern, True)  # whether a pattern compiles does not depend on case
         return pattern
 
 
@@ -208,7 +193,7 @@ def regex_match(args: RegexArgs) -> Metric:
     def score(item: Any, ctx: MetricContext) -> ComponentResult:
         pattern = text_arg(args.pattern, item)
         try:
-            compiled = _compile(pattern, args.case_sensitive)
+            compiled = compile_re2(pattern, args.case_sensitive)
         except ValueError as exc:
             raise BadItemValue(f"{args.pattern}: {exc}") from exc
         found = compiled.search(output_text(item))
