@@ -25,7 +25,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from assay.scoring import strict_json
-from assay.scoring.criteria import SUITE_NAME, SUITE_NAME_RULE, invalid_suites, register_criteria
+from assay.scoring.criteria import (
+    SUITE_NAME,
+    SUITE_NAME_RULE,
+    invalid_suites,
+    register_criteria,
+)
 from assay.scoring.errors import Conflict, CriteriaError, NotFound
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import SuiteRecord, SuiteVersion, utcnow

@@ -14,7 +14,13 @@ from assay.scoring.errors import Conflict, CriteriaError, NotFound
 from assay.scoring.hashcache import HashCache
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
-from assay.scoring.suites import Criteria, Suite, list_suite_names, load_suite, parse_suite
+from assay.scoring.suites import (
+    Criteria,
+    Suite,
+    list_suite_names,
+    load_suite,
+    parse_suite,
+)
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,12 @@ import yaml
 from sqlalchemy import func, select, update
 
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import CriteriaDefinition, Score, SuiteRecord, SuiteVersion
+from assay.scoring.store.models import (
+    CriteriaDefinition,
+    Score,
+    SuiteRecord,
+    SuiteVersion,
+)
 from tests.conftest import REPO
 
 YAML = {"Content-Type": "application/yaml"}
