@@ -9,6 +9,12 @@ retried through its batch's retry-failed, never silently every night). *Never sc
 the suite and has no completed score at all. *Partial*: its only completed scores under the current
 hash had their judge skipped (no API key then). Old score rows are kept as history.
 
+A re-score pays only for what changed: a component whose fingerprint (its own specification, the kind
+and the field mapping) is the same as in the item's latest finished score of the suite, where it
+landed ok (or, for a metric, skipped), is copied onto the new score at planning, marked
+``carried_over_from``, at no cost (``pipeline.create_components``); the estimate does not count its
+judge call.
+
 Idempotent by construction: a second run (or a run killed halfway and run again) finds the items the
 first one covered already holding a score under the current hash and skips them; the insert also
 skips any item another run raced it to (the one-active-score index).

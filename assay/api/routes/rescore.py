@@ -53,7 +53,11 @@ class EstimateOut(BaseModel):
     output_tokens: int
     cost_usd: float = Field(..., description="Estimated judge cost in US dollars (batch lane: discounted)")
     lane: str
-    output_basis: str = Field(..., description="history (this suite's past judgments), max_tokens (a bound) or none")
+    output_basis: str = Field(
+        ...,
+        description="history (the judge component's past judgments in this suite), max_tokens (a bound), "
+        "both joined by ' + ' when judge components differ, or none",
+    )
     notes: list[str]
 
 
