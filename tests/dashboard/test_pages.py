@@ -342,7 +342,7 @@ def generic_batch(signed_in, fake_judge):
 
 def judge_blocks(html: str) -> dict[str, str]:
     """Each judge panel's HTML by component name (one panel per judge component)."""
-    blocks = re.findall(r'<div class="judge" data-judge="([^"]+)">(.*?)\n</div>', html, re.S)
+    blocks = re.findall(r'<div class="judge" data-judge="([^"]+)">(.*?)\n</div>', html, re.DOTALL)
     return {name: block for name, block in blocks}
 
 
@@ -353,7 +353,7 @@ def test_batch_page_shows_each_judge_component_with_its_reasoning(signed_in, gen
     for name in ("exact", "correctness", "tone", "faithfulness"):
         assert name in page.text
     assert "pass blocker &lt; 0%" in page.text  # exact's min_score
-    cards = re.findall(r'<article class="result-card.*?</article>', page.text, re.S)
+    cards = re.findall(r'<article class="result-card.*?</article>', page.text, re.DOTALL)
     assert len(cards) == 2
     for card in cards:
         assert sorted(judge_blocks(card)) == ["correctness", "faithfulness", "tone"]
@@ -371,7 +371,7 @@ def test_item_page_shows_every_judge_answer_repair_and_carry_over(signed_in, gen
     from assay.scoring.store.db import transaction
     from assay.scoring.store.models import ScoreComponent
 
-    batch_id, results = generic_batch
+    _, results = generic_batch
     ok = next(r for r in results if all(c["status"] == "ok" for c in r["components"].values()))
     with transaction() as session:
         tone = session.scalars(

@@ -56,10 +56,10 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     stack: list[str] = []
     on_stack: set[str] = set()
     found: list[set[str]] = []
-    for start in graph:
+    for start, deps in graph.items():
         if start in index:
             continue
-        work = [(start, iter(sorted(graph[start])))]
+        work = [(start, iter(sorted(deps)))]
         index[start] = low[start] = len(index)
         stack.append(start)
         on_stack.add(start)

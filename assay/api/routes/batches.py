@@ -27,8 +27,8 @@ from assay.scoring.errors import BadRequest
 from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
-from assay.scoring.store.db import new_session, transaction
 from assay.scoring.reports import generic_columns, generic_row
+from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES
 from assay.scoring.suites import Criteria
 from assay.scoring.views import batch_view, live_lines, score_view

@@ -4,12 +4,12 @@ lane reads nearly all of it from the prompt cache after the first judgment."""
 
 from __future__ import annotations
 
-from bench import cost
 from assay.scoring.judge.rubrics import fixed_text_after_first_placeholder
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import cache_read_ratio
 from assay.scoring.scorer import render_judge_prompt
 from assay.scoring.suites import load_model_catalog
+from bench import cost
 from tests.fakes.anthropic_server import CHARS_PER_TOKEN, FakeAnthropic
 
 
