@@ -293,7 +293,7 @@ def test_a_single_text_context_is_never_cut() -> None:
 
 def test_text_the_template_does_not_show_does_not_count() -> None:
     item = GenericItem(input="q", output="a", context="z" * 40_000)
-    inputs, details = _fit(item, 2000, template="Grade.\n{{OUTPUT_SCHEMA}}\n{{input}}\n{{output}}")
+    _, details = _fit(item, 2000, template="Grade.\n{{OUTPUT_SCHEMA}}\n{{input}}\n{{output}}")
     assert details["judge_input"]["truncated"] is False
     assert details["judge_input"]["estimated_tokens"] == 2
 
