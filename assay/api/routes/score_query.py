@@ -7,7 +7,8 @@ the design's response) or the time is up (202 with the score id and a ``Location
 ``GET /api/score-query/{score_id}``).
 
 The design's ``model`` field picks the judge model: a model named in ``config/models.yaml`` scores
-under a variant of the suite's criteria with only ``judge.model`` replaced. The variant is a criteria
+under a variant of the suite's criteria with only ``judge.model`` replaced (the suite-level judge of
+its ``judge: true`` component; a rubric judge component keeps its own model). The variant is a criteria
 definition of its own (its own hash), registered on first use, so a score always names exactly the
 criteria that produced it.
 """
@@ -67,7 +68,10 @@ class ScoreQueryIn(BaseModel):
     generated_results: list[Row] | None = Field(None, description="Rows the generated query returned.")
     expected_results: list[Row] | None = Field(None, description="Rows the expected query returned.")
     model: str | None = Field(
-        None, max_length=200, description="Judge model (a name in config/models.yaml); default: the suite's."
+        None,
+        max_length=200,
+        description="Model of the suite-level judge (a name in config/models.yaml); default: the suite's. "
+        "Rubric judge components keep their own.",
     )
     generated_error: str | None = Field(None, description="Set when the generated query failed to execute.")
     expected_error: str | None = Field(None, description="Set when the expected query failed to execute.")
@@ -126,7 +130,7 @@ def _criteria_for(session: Session, criteria_hash: str, suite: str, model: str |
     if model is None or not model.strip() or (criteria.judge is not None and criteria.judge.model == model):
         return criteria_hash, criteria
     if criteria.judge is None:
-        raise InvalidInput(f"suite {suite!r} has no judge, so 'model' cannot choose one")
+        raise InvalidInput(f"suite {suite!r} has no suite-level judge section, so 'model' cannot choose one")
     try:
         name = load_model_catalog(get_settings().config_dir).resolve(criteria.judge.provider, model)
     except CriteriaError as exc:
