@@ -229,7 +229,7 @@ def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: Plu
     if info.args_model is None:
         try:
             return reg.factory(**args)
-        except TypeError as exc:
+        except (TypeError, ValueError, OverflowError) as exc:  # a kind's metric checking its own arguments
             raise CriteriaError(f"bad arguments for metric {name!r}: {exc}") from exc
     try:
         validated = info.args_model.model_validate(dict(args))
