@@ -409,3 +409,26 @@ def test_criteria_page_shows_a_generic_suites_components(signed_in, generic_batc
     types = re.findall(r'data-field="verdict-type">(\w+)<', table)
     assert sorted(types) == ["criteria", "labels", "scale"]  # stored criteria (JSONB) keep no key order
     assert "<code>friendly</code> = 1.0" in table and "Check each against the context" in table
+
+
+def test_generic_batch_csv_export_and_reports_have_the_suites_columns(signed_in, generic_batch):
+    import csv
+    import io
+
+    batch_id, results = generic_batch
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    export = signed_in.get(f"/api/v1/batches/{batch_id}/results?format=csv", headers=auth)
+    report = signed_in.get(f"/api/v1/batches/{batch_id}/report.csv", headers=auth)
+    assert export.status_code == report.status_code == 200
+    exported = list(csv.DictReader(io.StringIO(export.text)))
+    reported = list(csv.DictReader(io.StringIO(report.text)))
+    assert list(exported[0]) == list(reported[0])
+    for column in ("correctness_verdict", "tone_verdict", "faithfulness.grounded", "faithfulness_reasoning", "exact_reason"):
+        assert column in reported[0]
+    by_id = {r["score_id"]: r for r in reported}
+    for result in results:
+        row, comps = by_id[result["score_id"]], result["components"]
+        if comps["tone"]["status"] == "ok":
+            assert row["tone_verdict"] == comps["tone"]["details"]["label"]
+        if comps["correctness"]["status"] == "ok":
+            assert row["correctness_verdict"] == str(comps["correctness"]["details"]["scale"])
