@@ -67,8 +67,10 @@ def land_refs(refs: list[pipeline.ComponentRef], judge: dict[uuid.UUID, Componen
             pipeline.land(s, ref, result)
 
 
-def rescore_run(selection: rescore.Selection = rescore.Selection()) -> uuid.UUID:
-    """A manual re-score run as the worker builds it; returns its batch (not planned yet)."""
+def rescore_run() -> uuid.UUID:
+    """A manual re-score run (stale and never-scored items) as the worker builds it; returns its batch
+    (not planned yet)."""
+    selection = rescore.Selection()
     with transaction() as s:
         batch_id = rescore.begin_run(
             s, "kql", selection, triggered_by="test", lane="realtime", budget_usd=None, scheduled=False
@@ -191,7 +193,7 @@ def test_failed_components_and_skipped_judges_are_not_carried(kql):
 
 
 def test_a_skipped_metric_carries(kql):
-    batch_id, score_ids = make_batch(1)
+    batch_id, _ = make_batch(1)
     refs = plan_all(batch_id)
     skipped = ComponentResult.skipped("no dataset: nothing to execute", pass_blocker="the query was not executed")
     for ref in refs:
