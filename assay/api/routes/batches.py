@@ -43,7 +43,10 @@ refused with 415). The body is streamed into the store in one transaction: by de
 rejects the whole upload (422, listing the bad lines with their line numbers, nothing written); with
 `partial=true` the good lines are accepted and the bad ones reported. A body over the configured limit
 gets 413. A JSON array is streamed like JSONL (its items are numbered by index). Ids are unique within
-an upload: a line repeating an earlier line's `id` is a bad line. Returns 202 with the batch id at
+an upload: a line repeating an earlier line's `id` is a bad line. For a `generic` suite with a `fields`
+mapping, lines are the objects as you have them: the mapping (paths like `gold.text` or `choices[0].text`)
+picks the item's fields and leaves the other keys out, and a line without a mapped `input` or `output` is
+a bad line naming the path. Returns 202 with the batch id at
 once; scoring runs in the workers. A retry with the same `Idempotency-Key` (the key is the caller's
 own), suite, parameters and body returns the first batch; the key with anything else is a 422, and
 while the first upload is still streaming a retry gets 409."""
