@@ -16,6 +16,7 @@ versions, so its scores stay readable and its history stays shown. Services flus
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -76,19 +77,26 @@ def parse_body(body: bytes, body_format: BodyFormat, config_dir: Path) -> Suite:
         raise CriteriaError(
             f"{SOURCE}: enabled: false: an API suite is disabled with POST /api/v1/suites/{suite.name}/disable"
         )
-    if _has_nul(suite.criteria.model_dump(mode="json")) or _has_nul(suite.options.model_dump(mode="json")):
-        raise CriteriaError(f"{SOURCE}: a NUL character (\\u0000) cannot be stored; remove it")
+    # Read before JSON serialisation, which would turn a NaN into null (the hash over another suite).
+    problem = _unstorable(suite.criteria.model_dump()) or _unstorable(suite.options.model_dump())
+    if problem is not None:
+        raise CriteriaError(f"{SOURCE}: {problem} cannot be stored; remove it")
     return suite
 
 
-def _has_nul(value: Any) -> bool:
+def _unstorable(value: Any) -> str | None:
+    """What in a resolved value the store cannot keep as sent (YAML has .nan, .inf and "\\0")."""
     if isinstance(value, str):
-        return "\x00" in value
+        return "a NUL character (\\u0000)" if "\x00" in value else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "NaN or infinity"
     if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
+        parts = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        parts = value
+    else:
+        return None
+    return next((problem for problem in map(_unstorable, parts) if problem is not None), None)
 
 
 def _check_yaml_shape(text: str) -> None:

@@ -45,6 +45,12 @@ def suite_dict(name: str, **changes: Any) -> dict[str, Any]:
     return {**suite, **changes}
 
 
+def with_similarity_args(suite: dict[str, Any], **args: Any) -> dict[str, Any]:
+    similarity = suite["components"]["semantic_similarity"]
+    similarity["args"] = {**similarity.get("args", {}), **args}
+    return suite
+
+
 def as_yaml(suite: dict[str, Any]) -> str:
     return yaml.safe_dump(suite, sort_keys=False)
 
@@ -219,8 +225,13 @@ def test_the_loader_never_touches_an_api_suite(api_client):
         (lambda n: "name: [unclosed\n", "not valid YAML"),
         (lambda n: "- a list\n", "mapping"),
         (lambda n: as_yaml(suite_dict(n, description="nul \0 here")), "NUL"),
+        (lambda n: as_yaml(with_similarity_args(suite_dict(n), tables=float("nan"))), "NaN or infinity"),
+        (lambda n: as_yaml(with_similarity_args(suite_dict(n), tables=10**400)), "bad arguments"),
     ],
-    ids=["env", "enabled-false", "bad-name", "threshold", "no-components", "alias", "deep", "broken", "list", "nul"],
+    ids=[
+        "env", "enabled-false", "bad-name", "threshold", "no-components", "alias", "deep", "broken", "list", "nul",
+        "nan-arg", "huge-arg",
+    ],
 )
 def test_refused_bodies_are_a_422_naming_the_reason_and_store_nothing(api_client, body, reason):
     name = unique()
