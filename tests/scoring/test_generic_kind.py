@@ -115,6 +115,13 @@ def test_unmapped_canonical_keys_are_taken_as_they_are() -> None:
     assert payload == {"input": "q", "output": "a", "id": "x"}
 
 
+def test_metadata_keys_make_the_whole_metadata() -> None:
+    payload = prepare_payload(
+        {"input": "q", "output": "a", "metadata": {"old": 1}, "lvl": 2}, _criteria({"metadata.level": "lvl"})
+    )
+    assert payload == {"input": "q", "output": "a", "metadata": {"level": 2}}
+
+
 def test_mapping_swaps_fields_from_the_original_object() -> None:
     payload = prepare_payload({"input": "A", "output": "B"}, _criteria({"input": "output", "output": "input"}))
     assert payload == {"input": "B", "output": "A"}
@@ -328,3 +335,18 @@ def test_live_lines_cut_a_long_input_on_one_line() -> None:
     assert lines[0].endswith(" …")
     assert len(lines[0]) <= len("Input: ") + 200
     assert lines[1].startswith("PENDING")
+
+
+def test_a_metadata_placeholder_is_filled_per_item() -> None:
+    item = GenericItem(input="Q", output="A", metadata={"audience": "children", "limits": [1, 2]})
+    prompt = render_prompt(
+        "Grade for the audience.\n{{metadata.audience}}\n{{output}}\n{{metadata.limits}}",
+        judge_inputs(item),
+        _Verdict,
+        model="m",
+        min_cacheable_tokens=0,
+    )
+    assert prompt.system == "Grade for the audience.\n"
+    assert prompt.user == "children\nA\n" + json.dumps([1, 2], indent=2)
+    with pytest.raises(CriteriaError, match=r"\{\{metadata\.tone\}\}"):
+        render_prompt("Grade.\n{{metadata.tone}}", judge_inputs(item), _Verdict, model="m", min_cacheable_tokens=0)

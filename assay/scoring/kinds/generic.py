@@ -17,13 +17,14 @@ field is in the objects its users upload, so they upload their files as they are
       metadata.difficulty: level    # one metadata key (``metadata: PATH`` maps a whole object)
 
 A path is written as in the JSON metrics (``a.b[0].c``: keys separated by dots, ``[N]`` list indexes
-counting from 0; a key holding ``.``, ``[`` or ``]`` cannot be named). The mapping is part of the criteria and the *stored* item is canonical: a canonical field the
-mapping does not name is taken from the top-level key of the same name, and every other key of the
-uploaded object is left out (map what you need into ``metadata``). Without ``fields`` a line must be
-the canonical item itself. A path that is not in the object is an error for ``input`` and ``output``
-(the line is rejected with the path and the keys found); for the optional fields it leaves the field
-unset (a metric that needs it is then skipped with the reason). A ``null`` value is the same as a
-missing one.
+counting from 0; a key holding ``.``, ``[`` or ``]`` cannot be named). The mapping is part of the
+criteria and the *stored* item is canonical: a canonical field the mapping does not name is taken
+from the top-level key of the same name, and every other key of the uploaded object is left out (map
+what you need into ``metadata``; with ``metadata.KEY`` entries, metadata holds exactly those keys).
+Without ``fields`` a line must be the canonical item itself. A path that is not in the object is an
+error for ``input`` and ``output`` (the line is rejected with the path and where it stops matching);
+for the optional fields it leaves the field unset (a metric that needs it is then skipped with the
+reason). A ``null`` value is the same as a missing one.
 
 **What the judge sees** (:func:`judge_inputs`): ``{{input}}``, ``{{output}}`` (non-string output as
 indented JSON), ``{{expected}}``, ``{{context}}`` (a list as numbered passages ``[1] ...``, blank line
@@ -135,7 +136,8 @@ def prepare_payload(raw: Any, criteria: Any) -> dict[str, Any]:
         return raw
     payload: dict[str, Any] = {}
     mapped = _compiled(tuple(sorted(fields.items())))
-    targets = {target for target, _, _ in mapped}
+    # metadata.KEY entries make metadata exactly those keys: a top-level metadata object is not merged.
+    targets = {target.split(".", 1)[0] for target, _, _ in mapped}
     for name in CANONICAL_FIELDS:
         if name not in targets and raw.get(name) is not None:
             payload[name] = raw[name]
