@@ -83,7 +83,14 @@ async def create_batch(
     request: Request,
     response: Response,
     principal: Annotated[Principal, Depends(require_principal)],
-    suite: Annotated[str, Query(description="Suite name (a file in config/suites/).", min_length=1, max_length=100)],
+    suite: Annotated[
+        str,
+        Query(
+            description="Suite name (a file in config/suites/, or a suite registered through POST /api/v1/suites).",
+            min_length=1,
+            max_length=100,
+        ),
+    ],
     partial: Annotated[bool, Query(description="Accept the good lines when some are bad.")] = False,
     budget_usd: Annotated[
         float | None,

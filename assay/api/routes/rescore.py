@@ -22,7 +22,11 @@ router = APIRouter(prefix="/api/v1", tags=["rescore"], route_class=StrictJsonRou
 
 class RescoreIn(BaseModel):
     suite: str = Field(
-        ..., min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$", description="Suite name (a file in config/suites/)"
+        ...,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="Suite name (a file in config/suites/, or a suite registered through POST /api/v1/suites)",
     )
     stale_only: bool = Field(
         False, description="Only items with a completed score under older criteria (not never-scored ones)"
