@@ -469,7 +469,7 @@ def parse_suite(
 def _refuse_server_inputs(text: str, raw: dict[str, Any], source: str) -> None:
     if "${" in text:
         raise CriteriaError(f"{source}: a suite registered through the API may not use ${{VAR}} substitution")
-    for path, key in _keys(raw):
+    for path, key in _setting_keys(raw):
         if key in FILE_KEYS:
             raise CriteriaError(
                 f"{source}: {path}: a suite registered through the API may not use {key}; put the text in the "
@@ -479,17 +479,23 @@ def _refuse_server_inputs(text: str, raw: dict[str, Any], source: str) -> None:
             raise CriteriaError(f"{source}: {path}: a suite registered through the API may not carry code ({key!r})")
 
 
-def _keys(value: Any, where: str = "") -> list[tuple[str, str]]:
-    """(dotted location, key) of every mapping key in a parsed YAML tree."""
-    found: list[tuple[str, str]] = []
-    if isinstance(value, dict):
-        for key, child in value.items():
-            here = f"{where}.{key}" if where else str(key)
-            found.append((here, str(key)))
-            found += _keys(child, here)
-    elif isinstance(value, list):
-        for i, child in enumerate(value):
-            found += _keys(child, f"{where}.{i}" if where else str(i))
+def _setting_keys(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """(dotted location, key) of the keys that are settings: the suite's, its judge section's, each
+    component's, its judge's and its metric's arguments. Deeper values are data (a JSON Schema's
+    property names, a label's name), where a key named ``code`` is no code."""
+
+    def keys(value: Any, where: str) -> list[tuple[str, str]]:
+        if not isinstance(value, dict):
+            return []
+        return [(f"{where}.{key}" if where else str(key), str(key)) for key in value]
+
+    found = keys(raw, "") + keys(raw.get("judge"), "judge")
+    components = raw.get("components")
+    for name, comp in (components.items() if isinstance(components, dict) else []):
+        where = f"components.{name}"
+        found += keys(comp, where)
+        if isinstance(comp, dict):
+            found += keys(comp.get("judge"), f"{where}.judge") + keys(comp.get("args"), f"{where}.args")
     return found
 
 

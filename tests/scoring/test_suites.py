@@ -398,3 +398,13 @@ def test_a_path_suite_reads_its_files_beside_it_and_nowhere_else(tmp_path):
     with pytest.raises(CriteriaError, match=r"rubric_file '\.\./outside\.md' is not a file inside"):
         (tmp_path.parent / "outside.md").write_text("escape")
         parse_generic(text.replace("rubrics/correctness.md", "../outside.md"), origin="path", files_dir=tmp_path)
+
+
+def test_an_api_suites_data_may_use_any_key_name():
+    """Only settings are checked for code: a JSON Schema describing a ``code`` field is data."""
+    schema_suite = GENERIC.replace(
+        "args: {case_sensitive: false}\n    min_score: 1.0",
+        "args: {case_sensitive: false}\n    min_score: 1.0\n  shape:\n    weight: 0.1\n    metric: json_schema\n"
+        "    version: 1\n    args: {schema: {type: object, properties: {code: {type: string}}}}",
+    ).replace("  exact:\n    weight: 0.2", "  exact:\n    weight: 0.1")
+    assert "code" in json.dumps(json.loads(parse_generic(schema_suite, origin="api").criteria.canonical_json()))
