@@ -397,3 +397,17 @@ def test_validate_lists_the_problems(api_client):
     taken = api_client.post("/api/v1/suites/validate", content=json.dumps(suite_dict("kql")), headers=JSON).json()
     assert taken["valid"] is False and taken["criteria_hash"] is not None
     assert "409" in taken["problems"][0] and "files win" in taken["problems"][0]
+
+
+def test_an_example_generic_suite_registered_through_the_api_takes_its_example_file(api_client, no_planner):
+    """The shipped example, sent as it is: its fields mapping applies at ingest, the judge rubric is inline."""
+    suite = (REPO / "examples" / "generic" / "correctness.yaml").read_text()
+    registered = post(api_client, suite)
+    assert registered.status_code == 201, registered.text
+    assert registered.json()["suite"]["kind"] == "generic"
+    items = (REPO / "examples" / "generic" / "correctness.jsonl").read_bytes()
+    r = api_client.post(
+        "/api/v1/batches?suite=example_correctness", content=items, headers={"Content-Type": "application/x-ndjson"}
+    )
+    assert r.status_code == 202, r.text
+    assert r.json()["accepted"] == len(items.splitlines()) and r.json()["criteria_hash"] == registered.json()["version"]["criteria_hash"]
