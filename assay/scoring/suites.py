@@ -179,9 +179,13 @@ class Criteria(_Strict):
 
     def component_fingerprint(self, component: str) -> str:
         """SHA-256 of everything ``component``'s result depends on besides the item: equal fingerprints
-        and the same item give the same result, so a re-score may carry a landed result over."""
+        and the same item give the same result, so a re-score may carry a landed result over.
+
+        Its weight and min_score are left out: finalizing reads them from the new criteria, so
+        re-weighting a suite re-pays no judge call."""
         spec = self.components[component]
-        body: dict[str, Any] = {"kind": self.kind, "fields": self.fields, "component": spec.model_dump(mode="json")}
+        own = spec.model_dump(mode="json", exclude={"weight", "min_score"})
+        body: dict[str, Any] = {"kind": self.kind, "fields": self.fields, "component": own}
         if spec.judge is True:
             assert self.judge is not None
             body["judge"] = self.judge.model_dump(mode="json")

@@ -280,6 +280,18 @@ def test_editing_one_rubric_changes_the_hash_and_only_that_components_fingerprin
     assert changed == ["faithfulness"]
 
 
+def test_fingerprints_leave_out_what_only_finalizing_reads():
+    """Weights and min_score change the total and the pass, never a component's result."""
+    base = parse_generic().criteria
+    reweighted = parse_generic(
+        GENERIC.replace("weight: 0.2", "weight: 0.3").replace("weight: 0.4\n    judge:\n      model", "weight: 0.3\n    judge:\n      model")
+        .replace("min_score: 1.0", "min_score: 0.5")
+    ).criteria
+    assert reweighted.criteria_hash != base.criteria_hash
+    assert reweighted.components["correctness"].weight == 0.3
+    assert all(reweighted.component_fingerprint(n) == base.component_fingerprint(n) for n in base.components)
+
+
 def test_fingerprints_see_the_suite_judge_the_kind_and_the_fields():
     before = parse(BASE).criteria
     after = parse(BASE.replace("Grade {{GENERATED_KQL}}", "Strictly grade {{GENERATED_KQL}}")).criteria
