@@ -33,11 +33,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from assay.scoring.envsubst import substitute_tree
 from assay.scoring.errors import CriteriaError, NotFound
-from assay.scoring.judge.rubrics import DEFAULT_ITEM_TEMPLATE, VerdictSpec, compose_template, rubric_verdict
+from assay.scoring.judge.rubrics import (
+    DEFAULT_ITEM_TEMPLATE,
+    VerdictSpec,
+    compose_template,
+    rubric_verdict,
+)
 from assay.scoring.judge.verdicts import VerdictType, verdict_type
 from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.registry import PluginRef, check_component_metric

@@ -1,13 +1,21 @@
 """Suite loading and the criteria hash: what changes it, and what must not."""
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from assay.scoring.errors import CriteriaError, NotFound
+from assay.scoring.judge.rubrics import DEFAULT_ITEM_TEMPLATE, rubric_verdict
 from assay.scoring.metrics.registry import registered_metrics
-from assay.scoring.suites import canonical_json, list_suite_names, load_suite, parse_suite
+from assay.scoring.suites import (
+    Criteria,
+    canonical_json,
+    list_suite_names,
+    load_suite,
+    parse_suite,
+)
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -173,12 +181,6 @@ def test_sampling_parameters_are_refused_with_the_reason(key):
 
 
 # --- issue 20: rubric judges, several judges, min_score, fields, suite origins ---------------------
-
-import json  # noqa: E402
-
-from assay.scoring.judge.rubrics import DEFAULT_ITEM_TEMPLATE, rubric_verdict  # noqa: E402
-from assay.scoring.suites import Criteria  # noqa: E402
-
 GENERIC = """
 name: support
 kind: generic

@@ -9,8 +9,8 @@ marked for caching; the rest, with the item's data, is the user message.
 
 from __future__ import annotations
 
-import hashlib
 import functools
+import hashlib
 import json
 import logging
 import re

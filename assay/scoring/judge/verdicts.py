@@ -39,7 +39,7 @@ def register_verdict(name: str, model: type[BaseModel], score: VerdictScore) -> 
     if not name or name != name.strip():
         raise ValueError(f"a verdict name is a non-empty string without surrounding spaces, got {name!r}")
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise ValueError(f"verdict {name!r}: the model must be a pydantic model class")
+        raise TypeError(f"verdict {name!r}: the model must be a pydantic model class")
     registration = VerdictType(model, score)
     with _lock:
         existing = _VERDICTS.get(name)
