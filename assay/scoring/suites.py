@@ -230,12 +230,34 @@ class RescoreOptions(_Strict):
     budget_usd: float | None = Field(None, gt=0)  # per nightly run; judge calls stop when it is spent
 
 
+class DisagreementRule(_Strict):
+    """Named components whose scores differ by more than ``more_than`` (highest minus lowest)."""
+
+    components: list[str] = Field(..., min_length=2)
+    more_than: float = Field(..., ge=0, lt=1)
+
+
+class ReviewRules(_Strict):
+    """Which finalized scores enter the review queue (``assay.scoring.review``). Operational: changing
+    them restales nothing. A score matching any rule enters."""
+
+    near_threshold: float | None = Field(None, gt=0, le=1)  # |total - threshold| <= this
+    disagreement: list[DisagreementRule] = Field(default_factory=list)
+    repaired: bool = False  # a judge answer that needed a repair request
+    random_share: float = Field(0.0, ge=0, le=1)  # drawn from the score id: a redelivery draws the same
+
+    @property
+    def active(self) -> bool:
+        return self.near_threshold is not None or bool(self.disagreement) or self.repaired or self.random_share > 0
+
+
 class SuiteOptions(_Strict):
     """Operational settings: not criteria, not hashed."""
 
     enabled: bool = True
     judge: JudgeOptions = Field(default_factory=JudgeOptions)
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
+    review: ReviewRules = Field(default_factory=ReviewRules)
     description: str = ""
 
 
@@ -395,6 +417,7 @@ class _SuiteFile(_Strict):
     components: dict[str, _ComponentFile]
     judge: _JudgeFile | None = None
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
+    review: ReviewRules = Field(default_factory=ReviewRules)
 
 
 def suite_path(config_dir: Path, name: str) -> Path:
@@ -477,8 +500,19 @@ def parse_suite(
         )
     except ValidationError as exc:
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
+    for rule in spec.review.disagreement:
+        unknown = [name for name in rule.components if name not in criteria.components]
+        if unknown:
+            raise CriteriaError(
+                f"{source}: review.disagreement names {unknown}, not components of this suite "
+                f"({', '.join(criteria.components)})"
+            )
     options = SuiteOptions(
-        enabled=spec.enabled, judge=options_judge, description=spec.description, rescore=spec.rescore
+        enabled=spec.enabled,
+        judge=options_judge,
+        description=spec.description,
+        rescore=spec.rescore,
+        review=spec.review,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 
