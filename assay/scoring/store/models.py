@@ -53,6 +53,11 @@ PROVIDER_BATCH_STATUSES = ("creating", "in_progress", "ended", "processed", "fai
 SUITE_ORIGINS = ("file", "api", "path")
 SUITE_STATES = ("active", "disabled", "deleted")
 SUITE_BODY_FORMATS = ("yaml", "json")
+CALIBRATION_STATUSES = ("running", "completed", "failed", "cancelled")
+LABEL_SOURCES = ("upload", "review")
+REVIEW_QUEUE_STATUSES = ("open", "reviewed", "closed")
+# The noise estimate of a whole score's total is stored under this component name.
+TOTAL_COMPONENT = "__total__"
 
 
 def utcnow() -> datetime:
@@ -197,8 +202,15 @@ class Item(Base):
     __table_args__ = (Index("ix_items_kind_external_id", "kind", "external_id"),)
 
 
+ACTIVE_MACHINE_SCORE = f"{_in('status', ACTIVE_SCORE_STATUSES)} AND calibration_run_id IS NULL"
+
+
 class Score(Base):
-    """One scoring of one item under one criteria hash. Finished rows are history."""
+    """One scoring of one item under one criteria hash. Finished rows are history.
+
+    A *calibration* score (``calibration_run_id`` set) is one of K repeats judging the same item to
+    measure the judge's noise: it is no machine verdict, and every reader of verdicts leaves it out
+    (:func:`assay.scoring.store.filters.machine_scores`)."""
 
     __tablename__ = "scores"
     __table_args__ = (
@@ -206,14 +218,25 @@ class Score(Base):
         CheckConstraint("total IS NULL OR (total >= 0 AND total <= 1)", name="total_range"),
         CheckConstraint("cost_usd >= 0", name="cost"),
         CheckConstraint("components_landed >= 0 AND components_landed <= components_total", name="components"),
-        # One active score per (item, criteria hash); finished ones are history.
+        # One active score per (item, criteria hash); finished ones are history. Calibration scores
+        # (the same item judged K times on purpose) sit outside the rule.
         Index(
             "uq_scores_active_item_criteria",
             "item_id",
             "criteria_hash",
             unique=True,
-            postgresql_where=text(_in("status", ACTIVE_SCORE_STATUSES)),
-            sqlite_where=text(_in("status", ACTIVE_SCORE_STATUSES)),
+            postgresql_where=text(ACTIVE_MACHINE_SCORE),
+            sqlite_where=text(ACTIVE_MACHINE_SCORE),
+        ),
+        # A calibration run has one score per (item, repeat): a redelivered plan writes no second.
+        Index(
+            "uq_scores_calibration_item_repeat",
+            "calibration_run_id",
+            "item_id",
+            "calibration_repeat",
+            unique=True,
+            postgresql_where=text("calibration_run_id IS NOT NULL"),
+            sqlite_where=text("calibration_run_id IS NOT NULL"),
         ),
         Index("ix_scores_batch_position", "batch_id", "position"),
         Index("ix_scores_batch_status", "batch_id", "status"),
@@ -242,6 +265,11 @@ class Score(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
+    calibration_run_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("calibration_runs.id", ondelete="CASCADE"), index=True
+    )
+    # 1..K within its calibration run; NULL for every machine score.
+    calibration_repeat: Mapped[int | None] = mapped_column(Integer)
 
     components: Mapped[list[ScoreComponent]] = relationship(
         back_populates="parent", order_by="ScoreComponent.component", cascade="all, delete-orphan", passive_deletes=True
@@ -316,6 +344,122 @@ class ProviderBatch(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ended_at: Mapped[datetime | None]
     processed_at: Mapped[datetime | None]
+
+
+class CalibrationRun(Base):
+    """Judging a sample of a suite's stored items K times under its current criteria, to measure the
+    judge's noise. Its scores are carried by ``batch_id`` (budgets, estimates, planning, progress)."""
+
+    __tablename__ = "calibration_runs"
+    __table_args__ = (
+        CheckConstraint(_in("status", CALIBRATION_STATUSES), name="status"),
+        CheckConstraint("sample >= 1", name="sample"),
+        CheckConstraint("repeats >= 2", name="repeats"),
+        Index("ix_calibration_runs_suite_created", "suite_name", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    suite_name: Mapped[str] = mapped_column(String(100))
+    criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id", ondelete="SET NULL"), index=True)
+    sample: Mapped[int] = mapped_column(Integer)
+    repeats: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[datetime | None]
+
+
+class NoiseEstimate(Base):
+    """A calibration run's pooled within-item standard deviation of one judge component (or of the
+    total, component ``__total__``, which alone carries ``flip_share``)."""
+
+    __tablename__ = "noise_estimates"
+    __table_args__ = (
+        CheckConstraint("sigma_w IS NULL OR sigma_w >= 0", name="sigma_w"),
+        CheckConstraint("flip_share IS NULL OR (flip_share >= 0 AND flip_share <= 1)", name="flip_share"),
+        CheckConstraint("items >= 0 AND repeats >= 0", name="counts"),
+        Index("ix_noise_estimates_hash_computed", "criteria_hash", "computed_at"),
+    )
+
+    calibration_run_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("calibration_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    component: Mapped[str] = mapped_column(String(64), primary_key=True)
+    criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
+    suite_name: Mapped[str] = mapped_column(String(100))
+    sigma_w: Mapped[float | None] = mapped_column(Float)
+    # Items with at least two usable repeats (those the estimate pools over), and the run's K.
+    items: Mapped[int] = mapped_column(Integer)
+    repeats: Mapped[int] = mapped_column(Integer)
+    flip_share: Mapped[float | None] = mapped_column(Float)
+    computed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Label(Base):
+    """A person's verdict on an item for a suite: uploaded, or recorded as a review (a gold label).
+    The same annotator labelling the same item again replaces their label."""
+
+    __tablename__ = "labels"
+    __table_args__ = (
+        UniqueConstraint("suite_name", "item_id", "annotator", name="uq_labels_suite_item_annotator"),
+        CheckConstraint("passed IS NOT NULL OR score IS NOT NULL", name="verdict"),
+        CheckConstraint("score IS NULL OR (score >= 0 AND score <= 1)", name="score_range"),
+        CheckConstraint(_in("source", LABEL_SOURCES), name="source"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    suite_name: Mapped[str] = mapped_column(String(100))
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
+    annotator: Mapped[str] = mapped_column(String(255))
+    passed: Mapped[bool | None] = mapped_column(Boolean)
+    score: Mapped[float | None] = mapped_column(Float)
+    comment: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(10))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class ReviewQueueEntry(Base):
+    """A finalized machine score a suite's review rules picked for a person to look at."""
+
+    __tablename__ = "review_queue"
+    __table_args__ = (
+        CheckConstraint(_in("status", REVIEW_QUEUE_STATUSES), name="status"),
+        Index("ix_review_queue_suite_status", "suite_name", "status"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    score_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("scores.id", ondelete="CASCADE"), unique=True)
+    suite_name: Mapped[str] = mapped_column(String(100))
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
+    criteria_hash: Mapped[str] = mapped_column(String(64))
+    # The rules that matched: [{"rule": name, ...detail}].
+    reasons: Mapped[list[Any]] = mapped_column(JsonDoc)
+    status: Mapped[str] = mapped_column(String(10), default="open")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    closed_at: Mapped[datetime | None]
+
+
+class Review(Base):
+    """A person's verdict on a machine score. The machine score is never changed; the review also
+    becomes the reviewer's label on the item (``labels``, source ``review``)."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (CheckConstraint("score IS NULL OR (score >= 0 AND score <= 1)", name="score_range"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    queue_entry_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("review_queue.id", ondelete="SET NULL"), index=True
+    )
+    score_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("scores.id", ondelete="CASCADE"), index=True)
+    item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
+    suite_name: Mapped[str] = mapped_column(String(100))
+    reviewer: Mapped[str] = mapped_column(String(255))
+    passed: Mapped[bool] = mapped_column(Boolean)
+    score: Mapped[float | None] = mapped_column(Float)
+    comment: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 # EP-0028's feedback tables live in their own module but in this metadata (Alembic reads Base).
