@@ -352,50 +352,43 @@ def _no_sampling(data: Any) -> Any:
     return data
 
 
-class _JudgeFile(_Strict):
+class _JudgeFileBase(_Strict):
+    """What every judge written in a suite file has: a provider and a model (empty: its default)."""
+
     provider: str = "anthropic"
     model: str = ""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sampling(cls, data: Any) -> Any:
+        return _no_sampling(data)
+
+
+class _JudgeFile(_JudgeFileBase):
     max_tokens: int
     verdict: str
     prompt: str | None = None
     prompt_file: str | None = None
     timeout_seconds: float = 60.0
 
-    @field_validator("model", mode="before")
-    @classmethod
-    def _none_is_empty(cls, v: Any) -> Any:
-        return "" if v is None else v
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_sampling(cls, data: Any) -> Any:
-        return _no_sampling(data)
-
 
 DEFAULT_RUBRIC_MAX_TOKENS = 1024
 
 
-class _RubricJudgeFile(_Strict):
+class _RubricJudgeFile(_JudgeFileBase):
     """A rubric judge as written in a suite file: ``judge: {rubric | rubric_file, verdict, ...}``."""
 
-    provider: str = "anthropic"
-    model: str = ""
     max_tokens: int = Field(DEFAULT_RUBRIC_MAX_TOKENS, gt=0, le=64_000)
     rubric: str | None = None
     rubric_file: str | None = None
     prompt: str | None = None  # the per-item template; None: judge.rubrics.DEFAULT_ITEM_TEMPLATE
     verdict: VerdictSpec
     timeout_seconds: float | None = Field(None, gt=0)  # operational: never hashed
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _none_is_empty(cls, v: Any) -> Any:
-        return "" if v is None else v
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_sampling(cls, data: Any) -> Any:
-        return _no_sampling(data)
 
 
 class _ComponentFile(_Strict):
