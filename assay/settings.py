@@ -6,8 +6,12 @@ Settings are operational: where things run, keys, limits. Scoring *criteria* liv
 
 from __future__ import annotations
 
+import hashlib
+import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,6 +19,43 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # A shorter API key or session secret could be guessed; the failure throttle only slows guessing down.
 MIN_SECRET_CHARS = 32
+# The name of a named API key (``name:key``): what the API records as who did something.
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One entry of ``ASSAY_API_KEYS``: ``name:key``, or a bare key named by its fingerprint."""
+
+    name: str
+    key: str
+
+
+def unnamed_key_name(key: str) -> str:
+    """The name of a key configured without one: ``key-`` and the first 8 hex digits of its SHA-256."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def parse_api_key(entry: str) -> ApiKey:
+    """An ``ASSAY_API_KEYS`` entry: ``name:key`` (split at the first ``:``), else a bare key.
+
+    Raises ValueError (naming the problem, never the key) when the name is not 1-64 letters, digits
+    or ``._@+-`` starting with a letter or digit."""
+    name, colon, key = entry.partition(":")
+    if not colon:
+        return ApiKey(unnamed_key_name(entry), entry)
+    if not KEY_NAME.fullmatch(name):
+        raise ValueError(
+            "the name before ':' must be 1-64 letters, digits or ._@+- starting with a letter or digit "
+            "(write entries as name:key; a key itself has no ':')"
+        )
+    return ApiKey(name, key)
+
+
+def configured_keys(settings: Any) -> list[ApiKey]:
+    """The named API keys of ``settings`` (its ``api_keys`` entries, empty ones left out)."""
+    entries = [k.get_secret_value() if hasattr(k, "get_secret_value") else str(k) for k in settings.api_keys or []]
+    return [parse_api_key(entry) for entry in entries if entry]
 
 
 def _default_config_dir() -> Path:
@@ -49,7 +90,9 @@ class Settings(BaseSettings):
     # API
     api_keys: list[SecretStr] = Field(
         default_factory=list,
-        description=f"Bearer API keys accepted by the API (each at least {MIN_SECRET_CHARS} characters).",
+        description="Bearer API keys accepted by the API, each `name:key` (the name is who the API records "
+        "as acting: 1-64 letters, digits or ._@+-) or a bare key (named key-<first 8 hex digits of its "
+        f"SHA-256>); each key at least {MIN_SECRET_CHARS} characters.",
     )
     auth_failures_per_minute: int = Field(
         10,
@@ -176,9 +219,18 @@ class Settings(BaseSettings):
 
     @field_validator("api_keys")
     @classmethod
-    def _api_keys_long_enough(cls, keys: list[SecretStr]) -> list[SecretStr]:
-        for number, key in enumerate(keys, start=1):
-            _require_long_secret(f"API key {number} of {len(keys)}", key)
+    def _api_keys_valid(cls, keys: list[SecretStr]) -> list[SecretStr]:
+        seen: dict[str, int] = {}
+        for number, entry in enumerate(keys, start=1):
+            what = f"API key {number} of {len(keys)}"
+            try:
+                parsed = parse_api_key(entry.get_secret_value())
+            except ValueError as exc:
+                raise ValueError(f"{what}: {exc}") from None
+            _require_long_secret(what, SecretStr(parsed.key))
+            if parsed.key in seen:
+                raise ValueError(f"{what} is the same key as API key {seen[parsed.key]}: give each key one entry")
+            seen[parsed.key] = number
         return keys
 
     @field_validator("session_secret")

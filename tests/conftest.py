@@ -25,6 +25,7 @@ REDIS_PORT = int(os.environ.get("ASSAY_TEST_REDIS_PORT", "6379"))
 REDIS_DB = int(os.environ.get("ASSAY_TEST_REDIS_DB", "12"))
 TEST_DB = f"assay_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 API_KEY = "test-key-" + uuid.uuid4().hex  # 41 characters: keys under 32 are refused
+API_KEY_NAME = "ci-tester"  # the principal a bearer request with API_KEY acts as (ASSAY_API_KEYS: name:key)
 
 TEST_ENV = {
     "ASSAY_DATABASE_URL": f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}",
@@ -33,7 +34,7 @@ TEST_ENV = {
     # Per-run key namespaces: two test runs sharing one Redis never consume each other's messages.
     "ASSAY_BROKER_KEY_PREFIX": f"{TEST_DB}:",
     "ASSAY_REDIS_KEY_PREFIX": f"{TEST_DB}:judge",
-    "ASSAY_API_KEYS": f'["{API_KEY}"]',
+    "ASSAY_API_KEYS": f'["{API_KEY_NAME}:{API_KEY}"]',
     "ASSAY_TRUSTED_PROXIES": '["10.255.255.254/32"]',
     "ASSAY_CONFIG_DIR": str(REPO / "config"),
     # Short timings so recovery paths run inside a test's time.

@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.dashboard.session import cookie_user, matching_key
 from assay.api.throttle import get_throttle
 from assay.scoring.errors import Unauthorized
-from assay.settings import Settings, get_settings
+from assay.settings import ApiKey, Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ bearer = HTTPBearer(auto_error=False, description="An API key from ASSAY_API_KEY
 
 @dataclass(frozen=True)
 class Principal:
-    name: str
+    name: str  # the proxy's user, or the API key's name (``name:key`` in ASSAY_API_KEYS), never shared
     via: str  # "api_key", "proxy" or "session" (the dashboard's signed cookie)
 
 
@@ -95,8 +95,8 @@ def forwarded_user(request: Request, settings: Settings) -> str | None:
     return None
 
 
-def check_key(request: Request, offered: str, settings: Settings) -> str | None:
-    """The configured API key equal to ``offered``, or None (counted as the client's failure).
+def check_key(request: Request, offered: str, settings: Settings) -> ApiKey | None:
+    """The configured API key equal to ``offered``, with its name, or None (counted as the client's failure).
 
     Raises ``TooManyFailures`` (429) while the client has used up its failures, whatever it offers."""
     throttle = get_throttle(settings)
@@ -114,8 +114,9 @@ def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | N
     if user is not None:
         return Principal(user, "proxy")
     if credentials is not None and credentials.scheme.lower() == "bearer":
-        if check_key(request, credentials.credentials, settings) is not None:
-            return Principal("api-client", "api_key")
+        key = check_key(request, credentials.credentials, settings)
+        if key is not None:
+            return Principal(key.name, "api_key")
         raise Unauthorized("that API key is not one of this deployment's keys (Authorization: Bearer <key>)")
     # The dashboard's session cookie (a request that changes something is checked by assay.api.csrf).
     user = cookie_user(request, settings)

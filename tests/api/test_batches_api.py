@@ -173,7 +173,7 @@ def test_forwarded_user_is_ignored_from_untrusted_clients(api_client):
     # ... and with a key, the batch is attributed to the key, not to the claimed user.
     r = api_client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD), headers={"X-Forwarded-User": "mallory"})
     batch = api_client.get(f"/api/v1/batches/{r.json()['batch_id']}").json()
-    assert batch["created_by"] == "api-client"
+    assert batch["created_by"] == "ci-tester"
 
 
 def test_forwarded_user_from_trusted_proxy_authenticates(clean_db, monkeypatch):

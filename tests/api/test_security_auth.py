@@ -289,7 +289,7 @@ def test_sessions_are_rows_an_operator_can_revoke(app):
         data = cookie.verify(get_settings(), value)
         with transaction() as session:
             row = session.get(SignedInSession, cookie.row_id(data.session_id))
-            assert row is not None and row.revoked_at is None and row.user_name == "api-client"
+            assert row is not None and row.revoked_at is None and row.user_name == "ci-tester"
             assert row.id == hashlib.sha256(data.session_id.encode()).hexdigest() != data.session_id
             session.execute(update(SignedInSession).where(SignedInSession.id == row.id).values(revoked_at=row.created_at))
         assert browser.get("/dashboard/").status_code == 303

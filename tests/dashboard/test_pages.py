@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from assay.api.dashboard import queries, session as cookie
+from assay.settings import unnamed_key_name
 from tests.conftest import API_KEY, REPO
 from tests.dashboard.support import judge_runtime, make_app, score_in_process, score_refs
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -97,10 +98,10 @@ def test_forged_expired_and_revoked_cookies_are_refused():
     from pydantic import SecretStr
 
     class S:
-        api_keys = [SecretStr("k1"), SecretStr("k2")]
+        api_keys = [SecretStr("ann:k1"), SecretStr("k2")]
         session_secret = None
 
-    value, data = cookie.issue(S, "api-client", "k1", now=1000)
+    value, data = cookie.issue(S, "ann", "k1", now=1000)
     assert cookie.verify(S, value, now=1001) == data
     body, sig = value.split(".")
     assert cookie.verify(S, body + "." + sig[:-2] + "AA", now=1001) is None
@@ -111,10 +112,15 @@ def test_forged_expired_and_revoked_cookies_are_refused():
 
     assert cookie.verify(Rotated, value, now=1001) is None  # the key it was opened with is gone
 
+    class Renamed(S):
+        api_keys = [SecretStr("bob:k1"), SecretStr("k2")]
+
+    assert cookie.verify(Renamed, value, now=1001) is None  # its key now names someone else
+
     class Configured(Rotated):
         session_secret = SecretStr("a-fixed-secret")
 
-    value2, _ = cookie.issue(Configured, "api-client", "k2", now=1000)
+    value2, _ = cookie.issue(Configured, unnamed_key_name("k2"), "k2", now=1000)
     assert cookie.verify(Configured, value2, now=1001) is not None
     assert cookie.verify(Rotated, value2, now=1001) is None  # another secret
 

@@ -184,7 +184,7 @@ async def sign_in(request: Request) -> Response:
         return page
     if key is None:
         return _sign_in_page(request, next_path, "That API key is not one of this deployment's keys.", 401)
-    value = await run_in_threadpool(cookie.start, settings, "api-client", key)
+    value = await run_in_threadpool(cookie.start, settings, key.name, key.key)
     response = RedirectResponse(next_path, status_code=303)
     cookie.set_cookie(response, settings, value)
     return response

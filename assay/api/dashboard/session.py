@@ -3,7 +3,8 @@ sign-in recorded in the store.
 
 Behind a trusted proxy (oauth2-proxy) the user is the proxy's ``X-Forwarded-User`` and no cookie is
 needed. Otherwise the sign-in page takes an API key; when it matches one of ``ASSAY_API_KEYS`` the
-dashboard records a row in ``signed_in_sessions`` and sets ``assay_session``, whose value is::
+dashboard records a row in ``signed_in_sessions`` for the user the key names (``name:key``; a bare
+key's name is ``key-`` and 8 hex digits of its SHA-256) and sets ``assay_session``, whose value is::
 
     base64url(JSON {"s": session id, "u": user, "k": key fingerprint, "exp": epoch seconds})
     "." base64url(HMAC-SHA256(secret, that first part))
@@ -13,7 +14,7 @@ cookie is taken while its signature holds, it has not expired, the key it was op
 configured, and its row exists and is not revoked: signing out sets ``revoked_at``, and so may an
 operator (``UPDATE signed_in_sessions SET revoked_at = now() ...``); every API process sees it at
 once. The key itself is never stored, only a 16-hex-digit SHA-256 fingerprint of it: removing the key
-from ``ASSAY_API_KEYS`` signs out every session opened with it. The secret is
+from ``ASSAY_API_KEYS``, or renaming it, signs out every session opened with it. The secret is
 ``ASSAY_SESSION_SECRET`` when set, else derived from the configured API keys (so rotating the keys
 also signs everyone out, and every API process agrees on it without more configuration).
 
@@ -45,6 +46,7 @@ from starlette.responses import Response
 from assay.scoring.errors import Unauthorized
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import SignedInSession
+from assay.settings import ApiKey, configured_keys
 
 COOKIE_NAME = "assay_session"
 DEFAULT_MAX_AGE_SECONDS = 12 * 3600
@@ -66,8 +68,12 @@ def key_fingerprint(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def _named_keys(settings: Any) -> list[ApiKey]:
+    return configured_keys(settings) if getattr(settings, "api_keys", None) else []
+
+
 def _api_keys(settings: Any) -> list[str]:
-    return [k.get_secret_value() for k in getattr(settings, "api_keys", []) or [] if k.get_secret_value()]
+    return [k.key for k in _named_keys(settings)]
 
 
 def _secret(settings: Any) -> bytes | None:
@@ -111,11 +117,11 @@ def _csrf_token(secret: bytes, session_id: str) -> str:
     return _b64(hmac.new(secret, _CSRF_LABEL + b"\0" + session_id.encode(), hashlib.sha256).digest())
 
 
-def matching_key(settings: Any, offered: str) -> str | None:
-    """The configured API key equal to ``offered`` (constant-time compare), or None."""
+def matching_key(settings: Any, offered: str) -> ApiKey | None:
+    """The configured API key (with its name) equal to ``offered`` (constant-time compare), or None."""
     found = None
-    for key in _api_keys(settings):
-        if hmac.compare_digest(offered.encode(), key.encode()):
+    for key in _named_keys(settings):
+        if hmac.compare_digest(offered.encode(), key.key.encode()):
             found = key
     return found
 
@@ -208,8 +214,8 @@ def verify(settings: Any, value: str | None, *, now: float | None = None) -> Ses
         return None
     if data.expires_at <= (now if now is not None else time.time()):
         return None
-    if data.key_fingerprint not in {key_fingerprint(k) for k in _api_keys(settings)}:
-        return None
+    if (data.key_fingerprint, data.user) not in {(key_fingerprint(k.key), k.name) for k in _named_keys(settings)}:
+        return None  # its key was removed, or renamed
     return data
 
 

@@ -9,7 +9,8 @@
   re-scoring a set (a batch over existing items).
 
 Attribution (``scored_triggered_by``): ``X-Forwarded-User``, else ``X-Forwarded-Email``, from a
-trusted proxy only; else ``api-client`` (an API key).
+trusted proxy only; else the name of the API key used (``name:key`` in ``ASSAY_API_KEYS``; a bare
+key is named ``key-`` and 8 hex digits of its SHA-256).
 """
 
 from __future__ import annotations
