@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from assay import observability
+from assay.scoring import review
 from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import AssayError
 from assay.scoring.kinds import get_kind
@@ -764,6 +765,17 @@ def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) 
             "b_cost_usd": cost,
             "b_now": utcnow(),
         },
+    )
+    review.after_finalize(
+        session,
+        score_id,
+        suite_name=row.suite_name,
+        item_id=row.item_id,
+        criteria_hash=row.criteria_hash,
+        threshold=criteria.threshold,
+        status=status,
+        total=total,
+        components=comps,
     )
     if kind.on_finalized is not None:
         # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.

@@ -1,0 +1,513 @@
+"""The review queue: finalized machine scores a suite's review rules pick for a person to look at.
+
+A suite declares its rules under ``review:`` (:class:`~assay.scoring.suites.ReviewRules`, operational
+options: changing them restales nothing)::
+
+    review:
+      near_threshold: 0.05       # |total - threshold| <= 0.05
+      disagreement: [{components: [correctness, faithfulness], more_than: 0.4}]
+      repaired: true             # a judge answer that needed a repair request
+      random_share: 0.02         # drawn from the score id
+
+- **Entering.** :func:`after_finalize` runs in the finalize transaction (``pipeline.finalize_score``).
+  A *completed* machine score matching any rule enters the queue once (``review_queue.score_id`` is
+  unique, the insert does nothing on conflict), with each matching rule and its detail as its
+  reasons. The random share is decided by the score id (SHA-256 of it as a number in [0, 1)), so a
+  redelivered finalize draws the same. Failed, timed-out and cancelled scores, and calibration
+  scores (``calibration_run_id`` set), never enter.
+- **Closing.** A completed re-score of the same item and suite closes the older scores' open entries
+  (``closed``); reviews already recorded stay, and so do their labels.
+- **Reviewing.** :func:`record_review` stores the verdict with the reviewer (the principal's name) and
+  the time, marks the entry ``reviewed`` and upserts the reviewer's label on the item (``labels``,
+  source ``review``): a reviewed item is a gold label. The machine score is never changed; machine
+  aggregates (pass rates, compare, diff, training data) read only the machine score.
+- **Reading.** :func:`human_verdicts` gives, per item, the latest review and the majority of the
+  item's labels, for the item and batch pages and every export (:data:`HUMAN_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from assay.scoring.errors import Conflict, InvalidInput, NotFound
+from assay.scoring.store.db import dialect_insert
+from assay.scoring.store.filters import machine_scores
+from assay.scoring.store.models import (
+    Item,
+    Label,
+    Review,
+    ReviewQueueEntry,
+    Score,
+    SuiteRecord,
+    utcnow,
+)
+from assay.scoring.suites import ReviewRules
+
+log = logging.getLogger(__name__)
+
+RULES = ("near_threshold", "disagreement", "repaired", "random")
+# The human verdict columns every export appends after the machine ones (see ``human_cells``).
+HUMAN_COLUMNS = (
+    "human_reviewer",
+    "human_passed",
+    "human_score",
+    "human_comment",
+    "human_reviewed_at",
+    "human_labels",
+    "human_majority",
+)
+COMMENT_MAX = 10_000
+
+
+# --- rules ---------------------------------------------------------------------------------------------------
+
+
+def random_draw(score_id: uuid.UUID | str) -> float:
+    """The score's draw in [0, 1): the first 8 bytes of SHA-256 of its id, as a fraction of 2**64."""
+    digest = hashlib.sha256(str(score_id).encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def match_rules(
+    rules: ReviewRules, *, score_id: uuid.UUID | str, total: float | None, threshold: float, components: Iterable[Any]
+) -> list[dict[str, Any]]:
+    """The rules a completed score matches, each as ``{"rule": name, ...detail}``, in :data:`RULES`
+    order. ``components``: rows or objects with ``component``, ``status``, ``score`` and ``details``;
+    only components that landed ``ok`` count for a disagreement, and a disagreement needs two of its
+    named components scored."""
+    comps = list(components)
+    reasons: list[dict[str, Any]] = []
+    if rules.near_threshold is not None and total is not None:
+        distance = abs(total - threshold)
+        if distance <= rules.near_threshold + 1e-12:
+            reasons.append(
+                {"rule": "near_threshold", "total": total, "threshold": threshold, "within": rules.near_threshold}
+            )
+    scored = {c.component: c.score for c in comps if c.status == "ok" and c.score is not None}
+    for rule in rules.disagreement:
+        named = {name: scored[name] for name in rule.components if name in scored}
+        if len(named) < 2:
+            continue
+        spread = max(named.values()) - min(named.values())
+        if spread > rule.more_than + 1e-12:
+            reasons.append({"rule": "disagreement", "scores": named, "spread": round(spread, 6), "more_than": rule.more_than})
+    if rules.repaired:
+        repaired = [c.component for c in comps if c.status == "ok" and (c.details or {}).get("repaired")]
+        if repaired:
+            reasons.append({"rule": "repaired", "components": repaired})
+    if rules.random_share > 0:
+        draw = random_draw(score_id)
+        if draw < rules.random_share:
+            reasons.append({"rule": "random", "share": rules.random_share, "draw": round(draw, 6)})
+    return reasons
+
+
+def describe(reason: dict[str, Any]) -> str:
+    """One reason as a short sentence (the dashboard's queue lists these)."""
+    rule = reason.get("rule")
+    if rule == "near_threshold":
+        return f"total {reason['total']:.3f} within {reason['within']:g} of the threshold {reason['threshold']:g}"
+    if rule == "disagreement":
+        scores = ", ".join(f"{name} {value:.2f}" for name, value in reason["scores"].items())
+        return f"components disagree by {reason['spread']:.2f} (> {reason['more_than']:g}): {scores}"
+    if rule == "repaired":
+        return "a judge answer needed a repair: " + ", ".join(reason["components"])
+    if rule == "random":
+        return f"random sample ({100 * reason['share']:g}% of scores)"
+    return str(rule)
+
+
+# --- at finalize -----------------------------------------------------------------------------------------------
+
+def _finalized_row(session: Session, score_id: uuid.UUID) -> Any:
+    return session.execute(
+        select(Score.calibration_run_id, Score.created_at, SuiteRecord.options)
+        .outerjoin(SuiteRecord, SuiteRecord.name == Score.suite_name)
+        .where(Score.id == score_id)
+    ).first()
+
+
+def suite_rules(options: dict[str, Any] | None, suite_name: str) -> ReviewRules:
+    """The review rules stored with a suite's options (none when it declares none)."""
+    try:
+        return ReviewRules.model_validate((options or {}).get("review") or {})
+    except ValidationError as exc:  # stored by an older or newer release: no queue rather than a failed finalize
+        log.warning("suite %s: its stored review rules are unusable, no score enters the queue: %s", suite_name, exc)
+        return ReviewRules()
+
+
+def after_finalize(
+    session: Session,
+    score_id: uuid.UUID,
+    *,
+    suite_name: str,
+    item_id: uuid.UUID,
+    criteria_hash: str,
+    threshold: float,
+    status: str,
+    total: float | None,
+    components: Sequence[Any],
+) -> list[dict[str, Any]]:
+    """In the finalize transaction of a score: a completed machine score closes the open entries of the
+    item's older scores in the suite, and enters the queue when it matches one of the suite's rules.
+    Idempotent (a redelivered finalize inserts nothing new). Returns the reasons it matched."""
+    if status != "completed":
+        return []
+    row = _finalized_row(session, score_id)
+    if row is None or row.calibration_run_id is not None:
+        return []
+    older = select(Score.id).where(
+        Score.item_id == item_id, Score.suite_name == suite_name, Score.created_at <= row.created_at, Score.id != score_id,
+        machine_scores(),
+    )
+    session.execute(
+        update(ReviewQueueEntry)
+        .where(
+            ReviewQueueEntry.suite_name == suite_name,
+            ReviewQueueEntry.item_id == item_id,
+            ReviewQueueEntry.status == "open",
+            ReviewQueueEntry.score_id.in_(older),
+        )
+        .values(status="closed", closed_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    rules = suite_rules(row.options, suite_name)
+    if not rules.active:
+        return []
+    reasons = match_rules(rules, score_id=score_id, total=total, threshold=threshold, components=components)
+    if reasons:
+        session.execute(
+            dialect_insert(session)(ReviewQueueEntry)
+            .values(
+                id=uuid.uuid4(),
+                score_id=score_id,
+                suite_name=suite_name,
+                item_id=item_id,
+                criteria_hash=criteria_hash,
+                reasons=reasons,
+                status="open",
+                created_at=utcnow(),
+            )
+            .on_conflict_do_nothing(index_elements=["score_id"])
+        )
+    return reasons
+
+
+# --- the queue -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    id: uuid.UUID
+    suite: str
+    status: str
+    score_id: uuid.UUID
+    item_id: uuid.UUID
+    external_id: str | None
+    batch_id: uuid.UUID | None
+    criteria_hash: str
+    total: float | None
+    passed: bool | None
+    reasons: list[dict[str, Any]]
+    created_at: datetime
+    closed_at: datetime | None
+
+    @property
+    def reason_texts(self) -> list[str]:
+        return [describe(r) for r in self.reasons]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry_id": str(self.id),
+            "suite": self.suite,
+            "status": self.status,
+            "score_id": str(self.score_id),
+            "item_id": str(self.item_id),
+            "external_id": self.external_id,
+            "batch_id": str(self.batch_id) if self.batch_id else None,
+            "criteria_hash": self.criteria_hash,
+            "machine": {"total": self.total, "passed": self.passed},
+            "reasons": [{**r, "text": describe(r)} for r in self.reasons],
+            "created_at": self.created_at.isoformat(),
+            "closed_at": self.closed_at.isoformat() if self.closed_at else None,
+        }
+
+
+_ENTRY_COLUMNS = (
+    ReviewQueueEntry.id,
+    ReviewQueueEntry.suite_name,
+    ReviewQueueEntry.status,
+    ReviewQueueEntry.score_id,
+    ReviewQueueEntry.item_id,
+    Item.external_id,
+    Score.batch_id,
+    ReviewQueueEntry.criteria_hash,
+    Score.total,
+    Score.passed,
+    ReviewQueueEntry.reasons,
+    ReviewQueueEntry.created_at,
+    ReviewQueueEntry.closed_at,
+)
+
+
+def _entries_query() -> Any:
+    return (
+        select(*_ENTRY_COLUMNS)
+        .join(Score, Score.id == ReviewQueueEntry.score_id)
+        .join(Item, Item.id == ReviewQueueEntry.item_id)
+    )
+
+
+def _entry(row: Any) -> QueueEntry:
+    return QueueEntry(*row)
+
+
+def list_queue(
+    session: Session, suite_name: str, *, status: str = "open", limit: int = 50, offset: int = 0
+) -> tuple[list[QueueEntry], int]:
+    """A suite's entries with ``status`` (oldest first: the order they entered), and how many there are."""
+    where = (ReviewQueueEntry.suite_name == suite_name, ReviewQueueEntry.status == status)
+    total = session.scalar(select(func.count()).select_from(ReviewQueueEntry).where(*where)) or 0
+    rows = session.execute(
+        _entries_query().where(*where).order_by(ReviewQueueEntry.created_at, ReviewQueueEntry.id).limit(limit).offset(offset)
+    ).all()
+    return [_entry(r) for r in rows], total
+
+
+def get_entry(session: Session, entry_id: uuid.UUID) -> QueueEntry:
+    row = session.execute(_entries_query().where(ReviewQueueEntry.id == entry_id)).first()
+    if row is None:
+        raise NotFound(f"no review queue entry {entry_id}")
+    return _entry(row)
+
+
+def open_entry_for_score(session: Session, score_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+    """score id -> its open entry's id, for the scores that have one."""
+    if not score_ids:
+        return {}
+    rows = session.execute(
+        select(ReviewQueueEntry.score_id, ReviewQueueEntry.id).where(
+            ReviewQueueEntry.score_id.in_(list(score_ids)), ReviewQueueEntry.status == "open"
+        )
+    )
+    return {score_id: entry_id for score_id, entry_id in rows}
+
+
+def open_counts(session: Session) -> dict[str, int]:
+    """Open entries per suite (suites with none are left out), by suite name."""
+    rows = session.execute(
+        select(ReviewQueueEntry.suite_name, func.count())
+        .where(ReviewQueueEntry.status == "open")
+        .group_by(ReviewQueueEntry.suite_name)
+        .order_by(ReviewQueueEntry.suite_name)
+    )
+    return {suite: int(n) for suite, n in rows}
+
+
+def queue_counts(session: Session) -> dict[str, dict[str, int]]:
+    """Entries per suite and status (open, reviewed, closed), for every suite with an entry."""
+    counts: dict[str, dict[str, int]] = {}
+    rows = session.execute(
+        select(ReviewQueueEntry.suite_name, ReviewQueueEntry.status, func.count()).group_by(
+            ReviewQueueEntry.suite_name, ReviewQueueEntry.status
+        )
+    )
+    for suite, status, n in rows:
+        counts.setdefault(suite, {"open": 0, "reviewed": 0, "closed": 0})[status] = int(n)
+    return dict(sorted(counts.items()))
+
+
+# --- recording a review ------------------------------------------------------------------------------------------
+
+
+def record_review(
+    session: Session,
+    entry_id: uuid.UUID,
+    *,
+    reviewer: str,
+    passed: bool,
+    score: float | None = None,
+    comment: str | None = None,
+) -> Review:
+    """Store a person's verdict on the entry's machine score (never changing the score), mark the entry
+    reviewed and make the verdict the reviewer's label on the item (replacing their earlier label).
+    A closed entry (its item was re-scored since) is refused with 409; an entry already reviewed takes
+    another review (another reviewer adds theirs; the same reviewer replaces their label)."""
+    if not reviewer.strip():
+        raise InvalidInput("a review needs a reviewer name")
+    if score is not None and not 0.0 <= score <= 1.0:
+        raise InvalidInput(f"score {score} is outside 0..1")
+    entry = session.scalars(
+        select(ReviewQueueEntry).where(ReviewQueueEntry.id == entry_id).with_for_update()
+    ).one_or_none()
+    if entry is None:
+        raise NotFound(f"no review queue entry {entry_id}")
+    if entry.status == "closed":
+        raise Conflict(
+            f"review queue entry {entry_id} is closed: its item was re-scored since; review the newer score instead"
+        )
+    now = utcnow()
+    comment = (comment or "").strip()[:COMMENT_MAX] or None
+    review = Review(
+        id=uuid.uuid4(),
+        queue_entry_id=entry.id,
+        score_id=entry.score_id,
+        item_id=entry.item_id,
+        suite_name=entry.suite_name,
+        reviewer=reviewer[:255],
+        passed=passed,
+        score=score,
+        comment=comment,
+        created_at=now,
+    )
+    session.add(review)
+    entry.status = "reviewed"
+    label = {"passed": passed, "score": score, "comment": comment, "source": "review", "updated_at": now}
+    session.execute(
+        dialect_insert(session)(Label)
+        .values(id=uuid.uuid4(), suite_name=entry.suite_name, item_id=entry.item_id, annotator=reviewer[:255], created_at=now, **label)
+        .on_conflict_do_update(index_elements=["suite_name", "item_id", "annotator"], set_=label)
+    )
+    session.flush()
+    return review
+
+
+def review_view(review: Review) -> dict[str, Any]:
+    return {
+        "review_id": str(review.id),
+        "entry_id": str(review.queue_entry_id) if review.queue_entry_id else None,
+        "score_id": str(review.score_id),
+        "item_id": str(review.item_id),
+        "suite": review.suite_name,
+        "reviewer": review.reviewer,
+        "passed": review.passed,
+        "score": review.score,
+        "comment": review.comment,
+        "created_at": review.created_at.isoformat(),
+    }
+
+
+def reviews_of_entry(session: Session, entry_id: uuid.UUID) -> list[Review]:
+    return list(
+        session.scalars(select(Review).where(Review.queue_entry_id == entry_id).order_by(Review.created_at, Review.id))
+    )
+
+
+def reviews_of_scores(session: Session, score_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[Review]]:
+    """Every review of each score, oldest first."""
+    found: dict[uuid.UUID, list[Review]] = {}
+    if score_ids:
+        for review in session.scalars(
+            select(Review).where(Review.score_id.in_(list(score_ids))).order_by(Review.created_at, Review.id)
+        ):
+            found.setdefault(review.score_id, []).append(review)
+    return found
+
+
+# --- human verdicts beside machine ones ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HumanVerdict:
+    """What people said about an item in a suite: the latest review (if any) and the item's labels."""
+
+    reviewer: str | None
+    passed: bool | None
+    score: float | None
+    comment: str | None
+    reviewed_at: datetime | None
+    labels: int  # labels on the item in the suite (uploaded and from reviews)
+    majority: str | None  # "pass", "fail" or "tie" over the labels with a pass/fail; None without any
+
+    def cells(self) -> dict[str, Any]:
+        return {
+            "human_reviewer": self.reviewer,
+            "human_passed": self.passed,
+            "human_score": self.score,
+            "human_comment": self.comment,
+            "human_reviewed_at": self.reviewed_at.isoformat() if self.reviewed_at else None,
+            "human_labels": self.labels,
+            "human_majority": self.majority,
+        }
+
+
+EMPTY_CELLS: dict[str, Any] = {column: None for column in HUMAN_COLUMNS} | {"human_labels": 0}
+
+
+def human_cells(verdict: HumanVerdict | None) -> dict[str, Any]:
+    """The :data:`HUMAN_COLUMNS` of one result (empty, with 0 labels, when nobody labelled the item)."""
+    return verdict.cells() if verdict is not None else dict(EMPTY_CELLS)
+
+
+def majority(votes: Iterable[bool]) -> str | None:
+    counted = Counter(votes)
+    if not counted:
+        return None
+    if counted[True] == counted[False]:
+        return "tie"
+    return "pass" if counted[True] > counted[False] else "fail"
+
+
+def human_verdicts(session: Session, suite_name: str, item_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, HumanVerdict]:
+    """Per item (of those with a review or a label in the suite): the latest review and the labels."""
+    ids = list(dict.fromkeys(item_ids))
+    if not ids:
+        return {}
+    latest: dict[uuid.UUID, Review] = {}
+    for review in session.scalars(
+        select(Review)
+        .where(Review.suite_name == suite_name, Review.item_id.in_(ids))
+        .order_by(Review.item_id, Review.created_at.desc(), Review.id.desc())
+    ):
+        latest.setdefault(review.item_id, review)
+    votes: dict[uuid.UUID, list[bool]] = {}
+    counts: Counter[uuid.UUID] = Counter()
+    for item_id, passed in session.execute(
+        select(Label.item_id, Label.passed).where(Label.suite_name == suite_name, Label.item_id.in_(ids))
+    ):
+        counts[item_id] += 1
+        if passed is not None:
+            votes.setdefault(item_id, []).append(passed)
+    found = {}
+    for item_id in set(latest) | set(counts):
+        review = latest.get(item_id)
+        found[item_id] = HumanVerdict(
+            reviewer=review.reviewer if review else None,
+            passed=review.passed if review else None,
+            score=review.score if review else None,
+            comment=review.comment if review else None,
+            reviewed_at=review.created_at if review else None,
+            labels=counts[item_id],
+            majority=majority(votes.get(item_id, [])),
+        )
+    return found
+
+
+def with_human_verdicts(
+    session: Session, scores: Iterable[Score], *, chunk: int = 500
+) -> Iterator[tuple[Score, HumanVerdict | None]]:
+    """Each score with its item's human verdict in the score's suite, looked up a chunk at a time."""
+    it = iter(scores)
+    while True:
+        block = list(islice(it, chunk))
+        if not block:
+            return
+        by_suite: dict[str, list[uuid.UUID]] = {}
+        for s in block:
+            by_suite.setdefault(s.suite_name, []).append(s.item_id)
+        verdicts = {suite: human_verdicts(session, suite, ids) for suite, ids in by_suite.items()}
+        for s in block:
+            yield s, verdicts[s.suite_name].get(s.item_id)
+
