@@ -119,8 +119,15 @@ def _safe(fn: Any) -> Any:
 
 
 @_safe
-def score_finished(suite: str, status: str, passed: bool | None, cost_usd: float | None = None) -> None:
-    """A score reached a final status (pipeline.finalize_score)."""
+def score_finished(
+    suite: str, status: str, passed: bool | None, cost_usd: float | None = None, *, calibration: bool = False
+) -> None:
+    """A score reached a final status (pipeline.finalize_score). A calibration repeat counts its cost
+    only: it is no machine outcome."""
+    if calibration:
+        if cost_usd:
+            SCORE_COST.labels(suite).inc(cost_usd)
+        return
     if status == "completed":
         outcome = "passed" if passed else "failed"
     elif status in ("failed", "timed_out"):

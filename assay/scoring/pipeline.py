@@ -34,6 +34,7 @@ from assay.scoring.errors import AssayError
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import PASS_BLOCKER, ComponentResult
 from assay.scoring.store.db import after_commit, dialect_insert, transaction
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     FINISHED_SCORE_STATUSES,
@@ -137,10 +138,17 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         batch.status = "running"
         _complete_batch_if_done(session, batch)
         return PlanStep([], finished=True)
-    # A re-score batch pays only for what changed (the marker its builders put in the summary).
-    carry_over = "rescore" in (batch.summary or {})
+    # A re-score batch pays only for what changed (the marker its builders put in the summary). A
+    # calibration batch carries deterministic components over but asks the judge every repeat anew.
+    summary = batch.summary or {}
+    calibration = "calibration" in summary
     refs = create_components(
-        session, [(r.id, r.criteria_hash) for r in rows], now, judge_lane=batch.judge_lane, carry_over=carry_over
+        session,
+        [(r.id, r.criteria_hash) for r in rows],
+        now,
+        judge_lane=batch.judge_lane,
+        carry_over="rescore" in summary or calibration,
+        carry_judges=not calibration,
     )
     batch.planned_position = rows[-1].position
     return PlanStep(refs, finished=False)
@@ -157,6 +165,7 @@ def create_components(
     *,
     judge_lane: str = "realtime",
     carry_over: bool = False,
+    carry_judges: bool = True,
 ) -> list[ComponentRef]:
     """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish.
 
@@ -166,7 +175,8 @@ def create_components(
     ``carry_over`` (re-scores): a component whose fingerprint equals that of the same component in
     the item's latest finished score of the suite, where it landed ok (or skipped, for a metric),
     lands at once as a copy of that result at no cost and is never published (see
-    :func:`carried_results`). A score all of whose components carry over is finalized here."""
+    :func:`carried_results`). A score all of whose components carry over is finalized here.
+    ``carry_judges=False`` (calibration repeats): judge components never carry over, only metrics."""
     from assay.settings import get_settings
 
     refs: list[ComponentRef] = []
@@ -190,7 +200,7 @@ def create_components(
                 run_after=None,  # every row has the same keys: one executemany
                 reason=None,
             )
-            previous = carried.get((score_id, name))
+            previous = carried.get((score_id, name)) if carry_judges or queue != JUDGE_QUEUE else None
             if previous is not None:
                 carried_rows.append(
                     {
@@ -238,12 +248,18 @@ class CarriedResult:
 
 
 def latest_finished_score(item_id: Any, suite_name: Any) -> Any:
-    """The id of an item's latest finished score of a suite, as a correlated scalar subquery over the
-    enclosing query's ``item_id`` and ``suite_name`` expressions (what a re-score carries over from)."""
+    """The id of an item's latest finished machine score of a suite (calibration repeats are left
+    out), as a correlated scalar subquery over the enclosing query's ``item_id`` and ``suite_name``
+    expressions (what a re-score carries over from)."""
     prev = _scores.alias("assay_prev")
     return (
         select(prev.c.id)
-        .where(prev.c.item_id == item_id, prev.c.suite_name == suite_name, prev.c.status.in_(FINISHED_SCORE_STATUSES))
+        .where(
+            prev.c.item_id == item_id,
+            prev.c.suite_name == suite_name,
+            prev.c.status.in_(FINISHED_SCORE_STATUSES),
+            machine_scores(prev),
+        )
         .order_by(prev.c.created_at.desc(), prev.c.id.desc())
         .limit(1)
         .scalar_subquery()
@@ -563,7 +579,7 @@ _COUNT_LANDINGS = (
 # What finalizing needs of a score: the landing that completes it has it at hand.
 _COUNTED = (
     _s.components_landed, _s.components_total, _s.batch_id,
-    _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id,
+    _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id, _s.calibration_run_id,
 )
 _COUNT_LANDING = _COUNT_LANDINGS.returning(*_COUNTED)
 _COUNTED_SCORES = select(_s.id, *_COUNTED).where(_s.id.in_(bindparam("b_score_ids", expanding=True)))
@@ -655,7 +671,9 @@ class FinalizedScore:
     error_message: str | None
 
 
-_FINALIZING_SCORE = select(_s.status, _s.criteria_hash, _s.error_kind, _s.batch_id, _s.suite_name, _s.item_id).where(
+_FINALIZING_SCORE = select(
+    _s.status, _s.criteria_hash, _s.error_kind, _s.batch_id, _s.suite_name, _s.item_id, _s.calibration_run_id
+).where(
     _s.id == bindparam("b_score_id")
 )
 _FINALIZING_COMPONENTS = select(
@@ -777,11 +795,14 @@ def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) 
         total=total,
         components=comps,
     )
-    if kind.on_finalized is not None:
+    # A calibration repeat is no machine verdict: no kind rows (feedback analytics) and no outcome
+    # counted in Prometheus (its cost is).
+    calibration = getattr(row, "calibration_run_id", None) is not None
+    if kind.on_finalized is not None and not calibration:
         # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
         finished = FinalizedScore(score_id, status, total, passed, partial, error_kind, error_message)
         kind.on_finalized(session, finished, list(comps), criteria)
-    observability.score_finished(row.suite_name, status, passed, cost)
+    observability.score_finished(row.suite_name, status, passed, cost, calibration=calibration)
     if row.batch_id is not None:
         _finish_batch_after_commit(session, row.batch_id)
 
@@ -835,6 +856,10 @@ def _complete_batch_if_done(session: Session, batch: Batch) -> None:
             batch.status = "completed"
         batch.finished_at = utcnow()
         batch.summary = {**(batch.summary or {}), **batch_summary(session, batch.id)}
+        if "calibration" in batch.summary:
+            from assay.scoring.calibration import finish_run
+
+            finish_run(session, batch)  # the judge's noise estimates, in the same transaction
 
 
 # --- budgets ----------------------------------------------------------------------------------------------

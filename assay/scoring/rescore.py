@@ -144,20 +144,28 @@ class Estimate:
 
 
 def estimate(
-    session: Session, criteria_hash: str, suite: str, items_where: Any, catalog: ModelCatalog, lane: Lane
+    session: Session,
+    criteria_hash: str,
+    suite: str,
+    items_where: Any,
+    catalog: ModelCatalog,
+    lane: Lane,
+    *,
+    carry_judges: bool = True,
 ) -> Estimate:
     """Items, judge calls, tokens and dollars scoring the items matching ``items_where`` under a
     criteria would spend: one call per judge component and item, less the components a re-score
     carries over unchanged (counted exactly, from each item's latest finished score); prompt tokens
     measured per judge component on a sample of the items (rendered exactly as the judge would send
     them), output tokens from the component's past judgments in the suite (or its max_tokens when it
-    has none), priced from the model catalog."""
+    has none), priced from the model catalog. ``carry_judges=False`` (a calibration): no judge call
+    carries over."""
     criteria = load_criteria(session, criteria_hash)
     items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
     judges = criteria.judge_components
     if not judges or items == 0:
         return Estimate(items, 0, 0, 0, 0.0, lane, "none")
-    carried = carried_judge_calls(session, criteria, suite, items_where)
+    carried = carried_judge_calls(session, criteria, suite, items_where) if carry_judges else {}
     kind = get_kind(criteria.kind)
     payloads = session.scalars(select(Item.payload).where(items_where).order_by(Item.id).limit(ESTIMATE_SAMPLE)).all()
     sampled = [kind.item_model.model_validate(payload) for payload in payloads]

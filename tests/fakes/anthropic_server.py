@@ -32,6 +32,14 @@ the same key and is flagged ``repair``. Every call record says its ``lane`` ("re
 ones also carry ``batch_id`` and ``custom_id``); ``/_fake/calls`` adds per-lane counts (``by_lane``) and
 how often each batch endpoint was hit (``batch_api``).
 
+Repeats (calibration, the judge's noise): ``configure(repeat_spread=0.1)`` makes the n-th answered
+first call (n = 0, 1, 2, ...; repairs answer like the call they repair) for one item key move every
+number the schema bounds by +spread (n even) or -spread (n odd) of its range (maximum - minimum;
+rounded for integers; a number with a bound missing moves by spread itself). The base answer is first
+pulled inside [minimum + move, maximum - move], so the answers stay in range and the spread is exact:
+a 0..1 score answers base' + 0.1, base' - 0.1, base' + 0.1, ... and a 1..5 scale with spread 0.25
+moves by one step. Enumerations and booleans do not move. ``0`` (the default) answers alike every time.
+
 Batches: a batch is ``in_progress`` for ``batch_processing_seconds`` (requests finish evenly over that
 time), then ``ended``, its results made by the same code as ``/v1/messages`` answers (same text, same
 usage and prompt-cache accounting), one call each for succeeded and errored requests. Results come in
@@ -177,6 +185,10 @@ class FakeConfig(BaseModel):
     requests_limit: int = Field(4000, ge=1, description="Reported in anthropic-ratelimit-requests-* headers.")
     input_tokens_limit: int = Field(2_000_000, ge=1, description="Reported in anthropic-ratelimit-input-tokens-*.")
     batch_processing_seconds: float = Field(0.5, ge=0, description="How long a new batch stays in_progress.")
+    repeat_spread: float = Field(
+        0.0, ge=0, le=0.5, description="The n-th answer for one item key moves every bounded number by +spread "
+        "(n even) or -spread (n odd) of its range, staying in range (see the module docstring); 0: no spread.",
+    )
     batch_cancel_seconds: float = Field(0.1, ge=0, description="How long a canceled batch stays canceling.")
 
 
@@ -302,6 +314,23 @@ class _Generator:
             text += " " + self.rng.choice(_WORDS)
         return text[: int(high)] if high is not None else text
 
+    def spread(self, schema: dict[str, Any], instance: Any, share: float) -> None:
+        """Move every bounded number in ``instance`` by ``share`` of its range (signed), first pulling
+        it inside the bounds by that move so the moved value stays in range."""
+        schema = self.resolve(schema)
+        if isinstance(instance, dict):
+            for name, sub in (schema.get("properties") or {}).items():
+                sub = self.resolve(sub)
+                if name not in instance:
+                    continue
+                if sub.get("type") in ("integer", "number") and not _string_choices(sub):
+                    instance[name] = _moved(instance[name], _bounds(sub), share, integer=sub["type"] == "integer")
+                else:
+                    self.spread(sub, instance[name], share)
+        elif isinstance(instance, list) and schema.get("items"):
+            for element in instance:
+                self.spread(schema["items"], element, share)
+
     def max_bounds(self, schema: dict[str, Any], instance: Any) -> None:
         """Set every number in ``instance`` that has a maximum to that maximum."""
         schema = self.resolve(schema)
@@ -346,6 +375,21 @@ class _Generator:
         return broke
 
 
+def _moved(value: float, bounds: dict[str, float], share: float, *, integer: bool) -> int | float:
+    low = bounds.get("minimum", bounds.get("exclusiveMinimum"))
+    high = bounds.get("maximum", bounds.get("exclusiveMaximum"))
+    move = abs(share) * (high - low) if low is not None and high is not None else abs(share)
+    if integer:
+        move = round(move)
+    base = value
+    if low is not None:
+        base = max(base, low + move)
+    if high is not None:
+        base = min(base, high - move)
+    moved = base + math.copysign(move, share)
+    return int(round(moved)) if integer else round(moved, 10)
+
+
 def _string_choices(schema: dict[str, Any]) -> list[str]:
     """The strings an enumerated string field allows (``enum``, or ``const`` alone), else []."""
     choices = schema["enum"] if schema.get("enum") else [schema["const"]] if "const" in schema else []
@@ -363,9 +407,15 @@ def _seed(item_key: str) -> random.Random:
     return random.Random(int(item_key[:16], 16))
 
 
-def schema_answer(schema: dict[str, Any], item_key: str, min_array_items: int = 0) -> Any:
+def schema_answer(
+    schema: dict[str, Any], item_key: str, min_array_items: int = 0, *, repeat: int = 0, spread: float = 0.0
+) -> Any:
+    """The answer for an item key; with ``spread``, its ``repeat``-th answer (see the module docstring)."""
     generator = _Generator(schema, _seed(item_key), min_array_items)
-    return generator.value(schema)
+    instance = generator.value(schema)
+    if spread:
+        generator.spread(schema, instance, spread if repeat % 2 == 0 else -spread)
+    return instance
 
 
 def max_in_range_answer(schema: dict[str, Any], item_key: str) -> Any:
@@ -516,6 +566,7 @@ class FakeState:
         self.every_nth: EveryNth | None = None
         self.batch_api: Counter[str] = Counter(dict.fromkeys(BATCH_ENDPOINTS, 0))
         self.default_draws = random.Random(0)  # which unscripted calls default_share picks: repeatable
+        self.answers_per_key: Counter[str] = Counter()  # first calls answered per item key (repeat_spread)
 
     def next_behaviour(self) -> Behaviour:
         if not self.script:
@@ -584,7 +635,10 @@ class FakeState:
     def message(self, body: dict[str, Any], item_key: str, kind: BehaviourKind) -> dict[str, Any]:
         """The Message answering ``body``: one code path for both lanes, so their verdicts agree."""
         total_tokens, cached_text = _input_size(body)
-        text, stop_reason, output_tokens = _answer(body, body["messages"], item_key, kind, self.config)
+        if len(body["messages"]) == 1:
+            self.answers_per_key[item_key] += 1
+        repeat = max(0, self.answers_per_key[item_key] - 1)  # a repair answers like the call it repairs
+        text, stop_reason, output_tokens = _answer(body, body["messages"], item_key, kind, self.config, repeat)
         usage = {"output_tokens": output_tokens, **self.input_usage(body["model"], total_tokens, cached_text)}
         return {
             "id": f"msg_fake_{self.sequence:08d}",
@@ -928,7 +982,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
 
 
 def _answer(
-    body: dict[str, Any], msgs: list[dict[str, Any]], item_key: str, kind: str, config: FakeConfig
+    body: dict[str, Any], msgs: list[dict[str, Any]], item_key: str, kind: str, config: FakeConfig, repeat: int = 0
 ) -> tuple[str, str, int]:
     """(text, stop_reason, output tokens) for a call answered 200."""
     fmt = (body.get("output_config") or {}).get("format") or {}
@@ -945,7 +999,8 @@ def _answer(
     elif injected:
         text = json.dumps(max_in_range_answer(schema, item_key))
     else:
-        text = json.dumps(schema_answer(schema, item_key, config.min_array_items))
+        answer = schema_answer(schema, item_key, config.min_array_items, repeat=repeat, spread=config.repeat_spread)
+        text = json.dumps(answer)
 
     max_tokens = int(body["max_tokens"])
     if kind == "truncated":
