@@ -1,0 +1,116 @@
+"""The review queue through the API: list a suite's queue, read an entry, record a verdict as the key's name."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+
+from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import Label, Score, SuiteRecord
+from tests.conftest import API_KEY_NAME
+from tests.scoring.test_pipeline import land_all, make_batch, plan_all
+
+
+def _queued(n: int = 2) -> list[uuid.UUID]:
+    """n kql scores, each picked by the random share (1.0) with a judge answer that needed a repair."""
+    with transaction() as s:
+        record = s.get(SuiteRecord, "kql")
+        record.options = {**record.options, "review": {"random_share": 1.0, "repaired": True}}
+    batch_id, score_ids = make_batch(n)
+    land_all(
+        plan_all(batch_id),
+        lambda ref: ComponentResult.ok(0.6, {"reasoning": "close, one filter off", "repaired": True})
+        if ref.component == "llm_grading"
+        else ComponentResult.ok(1.0),
+    )
+    return score_ids
+
+
+def test_the_queue_lists_open_entries_with_reasons_paged(api_client):
+    score_ids = _queued(3)
+    page = api_client.get("/api/v1/suites/kql/review-queue", params={"limit": 2})
+    assert page.status_code == 200, page.text
+    body = page.json()
+    assert body["total"] == 3 and len(body["entries"]) == 2 and body["counts"] == {"open": 3, "reviewed": 0, "closed": 0}
+    entry = body["entries"][0]
+    assert entry["score_id"] in {str(s) for s in score_ids}
+    assert [r["rule"] for r in entry["reasons"]] == ["repaired", "random"]
+    assert entry["reasons"][0]["components"] == ["llm_grading"]
+    assert entry["machine"] == {"total": 0.9, "passed": True}  # 0.25 * 0.6 + 0.75
+    rest = api_client.get("/api/v1/suites/kql/review-queue", params={"limit": 2, "offset": 2}).json()
+    assert len(rest["entries"]) == 1
+    assert api_client.get("/api/v1/suites/kql/review-queue", params={"status": "reviewed"}).json()["total"] == 0
+
+
+def test_bad_queue_parameters_are_422_and_an_unknown_suite_404(api_client):
+    for params in ({"limit": 0}, {"limit": 501}, {"offset": -1}, {"status": "pending"}):
+        assert api_client.get("/api/v1/suites/kql/review-queue", params=params).status_code == 422
+    assert api_client.get("/api/v1/suites/nope/review-queue").status_code == 404
+    assert api_client.get("/api/v1/suites/bad name!/review-queue").status_code == 422
+
+
+def test_an_entry_shows_the_item_and_the_machine_score_with_its_reasoning(api_client):
+    _queued(1)
+    entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
+    detail = api_client.get(f"/api/v1/review-queue/{entry_id}")
+    assert detail.status_code == 200
+    body = detail.json()
+    assert body["item"]["kind"] == "kql" and body["item"]["payload"]
+    assert body["score"]["components"]["llm_grading"]["details"]["reasoning"] == "close, one filter off"
+    assert body["reviews"] == []
+    assert api_client.get(f"/api/v1/review-queue/{uuid.uuid4()}").status_code == 404
+    assert api_client.get("/api/v1/review-queue/not-a-uuid").status_code == 422
+
+
+def test_recording_a_review_uses_the_key_name_and_keeps_the_machine_score(api_client):
+    (score_id,) = _queued(1)
+    entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
+    made = api_client.post(
+        f"/api/v1/review-queue/{entry_id}/review", json={"passed": False, "score": 0.3, "comment": "filters on the wrong column"}
+    )
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert body["reviewer"] == API_KEY_NAME and body["reviewer"] != "api-client"
+    assert (body["passed"], body["score"], body["comment"], body["entry_status"]) == (False, 0.3, "filters on the wrong column", "reviewed")
+    assert body["created_at"]
+    with transaction() as s:
+        score = s.get(Score, score_id)
+        assert (score.total, score.passed) == (0.9, True)
+        label = s.scalars(select(Label)).one()
+        assert (label.annotator, label.passed, label.score, label.source) == (API_KEY_NAME, False, 0.3, "review")
+    queue = api_client.get("/api/v1/suites/kql/review-queue").json()
+    assert queue["total"] == 0 and queue["counts"]["reviewed"] == 1
+    detail = api_client.get(f"/api/v1/review-queue/{entry_id}").json()
+    assert detail["status"] == "reviewed" and [r["reviewer"] for r in detail["reviews"]] == [API_KEY_NAME]
+
+
+def test_bad_review_bodies_are_refused_with_the_reason(api_client):
+    _queued(1)
+    entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
+    url = f"/api/v1/review-queue/{entry_id}/review"
+    for body in ({}, {"passed": "maybe"}, {"passed": True, "score": 1.5}, {"passed": True, "score": -0.1},
+                 {"passed": True, "extra": 1}, {"passed": True, "comment": "x" * 10_001}):
+        assert api_client.post(url, json=body).status_code == 422, body
+    nan = api_client.post(url, content=b'{"passed": true, "score": NaN}', headers={"Content-Type": "application/json"})
+    assert nan.status_code == 422
+    assert api_client.post(f"/api/v1/review-queue/{uuid.uuid4()}/review", json={"passed": True}).status_code == 404
+
+
+def test_a_cookie_session_post_without_csrf_is_refused(api_client):
+    """A browser (signed-in cookie, no bearer key) must send the page's CSRF token or a same-origin Origin."""
+    from fastapi.testclient import TestClient
+
+    from tests.api.test_security_auth import ORIGIN
+    from tests.conftest import API_KEY
+
+    _queued(1)
+    entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
+    with TestClient(api_client.app, base_url=ORIGIN, follow_redirects=False) as browser:
+        signed = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        assert signed.status_code == 303 and browser.cookies.get("assay_session")
+        refused = browser.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True})
+        assert refused.status_code == 403
+        ok = browser.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True}, headers={"Origin": ORIGIN})
+        assert ok.status_code == 201 and ok.json()["reviewer"] == API_KEY_NAME
