@@ -223,18 +223,23 @@ def judge_usage(model: str, usage: Any, price: Any = None) -> None:
 
 
 BreakerStatus = Callable[[], list[dict[str, Any]]]
+ReviewOpen = Callable[[], Mapping[str, int]]  # suite -> open review queue entries (read from the store)
 
 
 class LiveCollector(Collector):
-    """Queue depth per queue and the judge breaker per model, read from Redis at each scrape.
+    """Queue depth per queue and the judge breaker per model, read from Redis at each scrape, and the
+    open review queue entries per suite (``review_open``, read from the store by the caller's callable).
 
     ``breaker_status`` returns one row per model (``model``, ``state``, ``failures``); the caller passes
     it (the judge's breaker) because this module imports no judge module: the judge records its
     metrics here, so an import the other way would make a cycle."""
 
-    def __init__(self, settings: Any, breaker_status: BreakerStatus | None = None) -> None:
+    def __init__(
+        self, settings: Any, breaker_status: BreakerStatus | None = None, review_open: ReviewOpen | None = None
+    ) -> None:
         self.settings = settings
         self.breaker_status = breaker_status
+        self.review_open = review_open
 
     def collect(self) -> Iterator[Any]:
         up = GaugeMetricFamily("assay_metrics_source_up", "1 when /metrics could read this source.", labels=["source"])
@@ -255,6 +260,19 @@ class LiveCollector(Collector):
         except Exception as exc:
             log.warning("metrics: cannot read queue depth: %s", exc)
             up.add_metric(["broker"], 0)
+        if self.review_open is not None:
+            try:
+                counts = self.review_open()
+                queue = GaugeMetricFamily(
+                    "assay_review_queue_open", "Open entries of each suite's review queue.", labels=["suite"]
+                )
+                for suite, n in sorted(counts.items()):
+                    queue.add_metric([suite], n)
+                yield queue
+                up.add_metric(["store"], 1)
+            except Exception as exc:
+                log.warning("metrics: cannot read the review queue: %s", exc)
+                up.add_metric(["store"], 0)
         if self.breaker_status is None:
             yield up
             return
@@ -309,9 +327,12 @@ def multiprocess_dir() -> str | None:
     return path if path and os.path.isdir(path) else None
 
 
-def render(settings: Any, breaker_status: BreakerStatus | None = None) -> tuple[bytes, str]:
+def render(
+    settings: Any, breaker_status: BreakerStatus | None = None, review_open: ReviewOpen | None = None
+) -> tuple[bytes, str]:
     """The ``/metrics`` body and its content type: every process's counts (multiprocess mode) or this
-    process's, plus the live gauges (the breaker's when ``breaker_status`` is given)."""
+    process's, plus the live gauges (the breaker's when ``breaker_status`` is given, the open review
+    queue per suite when ``review_open`` is)."""
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
     from prometheus_client import multiprocess
 
@@ -322,7 +343,7 @@ def render(settings: Any, breaker_status: BreakerStatus | None = None) -> tuple[
     else:
         body = generate_latest(REGISTRY)
     live = CollectorRegistry(auto_describe=False)
-    live.register(LiveCollector(settings, breaker_status))
+    live.register(LiveCollector(settings, breaker_status, review_open))
     return body + generate_latest(live), CONTENT_TYPE_LATEST
 
 

@@ -305,15 +305,19 @@ def open_entry_for_score(session: Session, score_ids: Sequence[uuid.UUID]) -> di
     return {score_id: entry_id for score_id, entry_id in rows}
 
 
-def open_counts(session: Session) -> dict[str, int]:
-    """Open entries per suite (suites with none are left out), by suite name."""
+def open_counts(session: Session, *, every_suite: bool = False) -> dict[str, int]:
+    """Open entries per suite, by suite name: only suites with one open, or (``every_suite``) every
+    suite that is not deleted, with 0 where none is open."""
     rows = session.execute(
         select(ReviewQueueEntry.suite_name, func.count())
         .where(ReviewQueueEntry.status == "open")
         .group_by(ReviewQueueEntry.suite_name)
-        .order_by(ReviewQueueEntry.suite_name)
     )
-    return {suite: int(n) for suite, n in rows}
+    counts = {suite: int(n) for suite, n in rows}
+    if every_suite:
+        names = session.scalars(select(SuiteRecord.name).where(SuiteRecord.state != "deleted"))
+        counts = {name: 0 for name in names} | counts
+    return dict(sorted(counts.items()))
 
 
 def queue_counts(session: Session) -> dict[str, dict[str, int]]:

@@ -114,3 +114,14 @@ def test_a_cookie_session_post_without_csrf_is_refused(api_client):
         assert refused.status_code == 403
         ok = browser.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True}, headers={"Origin": ORIGIN})
         assert ok.status_code == 201 and ok.json()["reviewer"] == API_KEY_NAME
+
+
+def test_prometheus_gauge_counts_open_entries_per_suite(api_client):
+    _queued(2)
+    text = api_client.get("/metrics").text
+    assert 'assay_review_queue_open{suite="kql"} 2.0' in text
+    assert 'assay_review_queue_open{suite="kql_strict"} 0.0' in text  # a suite with none open reads 0
+    assert 'assay_metrics_source_up{source="store"} 1.0' in text
+    entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
+    assert api_client.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True}).status_code == 201
+    assert 'assay_review_queue_open{suite="kql"} 1.0' in api_client.get("/metrics").text
