@@ -19,6 +19,7 @@ from assay.scoring.pipeline import (
     batch_counts,
     batch_summary,
 )
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     FINISHED_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
@@ -254,6 +255,9 @@ def get_item(session: Session, item_id: uuid.UUID) -> tuple[Item, list[Score]]:
     if item is None:
         raise NotFound(f"no item {item_id}")
     scores = session.scalars(
-        select(Score).where(Score.item_id == item_id).options(selectinload(Score.components)).order_by(Score.created_at)
+        select(Score)
+        .where(Score.item_id == item_id, machine_scores())  # calibration repeats are no verdicts
+        .options(selectinload(Score.components))
+        .order_by(Score.created_at)
     ).all()
     return item, list(scores)

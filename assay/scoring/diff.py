@@ -20,6 +20,7 @@ from sqlalchemy import Select, Subquery, and_, case, distinct, func, select
 from sqlalchemy.orm import Session, aliased
 
 from assay.scoring.errors import BadRequest, NotFound
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
 
 PASS_TO_FAIL = "pass→fail"
@@ -113,7 +114,7 @@ def _pairs(suite: str | None, from_hash: str, to_hash: str) -> Select[Any]:
     )
     latest = select(
         Score.id, Score.item_id, Score.criteria_hash, Score.total, Score.passed, Score.cost_usd, rank.label("rank")
-    ).where(Score.status == "completed", Score.criteria_hash.in_((from_hash, to_hash)))
+    ).where(Score.status == "completed", Score.criteria_hash.in_((from_hash, to_hash)), machine_scores())
     if suite is not None:
         latest = latest.where(Score.suite_name == suite)
     ranked = latest.cte("ranked")
@@ -179,7 +180,7 @@ def _summary(
     ).one()
     compared = totals[0]
     per_hash = select(Score.criteria_hash, func.count(distinct(Score.item_id))).where(
-        Score.status == "completed", Score.criteria_hash.in_((old.criteria_hash, new.criteria_hash))
+        Score.status == "completed", Score.criteria_hash.in_((old.criteria_hash, new.criteria_hash)), machine_scores()
     )
     if suite is not None:
         per_hash = per_hash.where(Score.suite_name == suite)

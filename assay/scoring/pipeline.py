@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 from sqlalchemy import (
-    Float, Integer, String, Text, and_, bindparam, case, exists, func, literal_column, or_, select, tuple_, update,
+    Float, Integer, String, Text, and_, bindparam, case, exists, func, literal_column, or_, select, true, tuple_, update,
 )
 from sqlalchemy.orm import Session
 
@@ -929,7 +929,9 @@ def stop_for_budget(session: Session, ref: ComponentRef, owner: str) -> None:
 # --- summaries and progress -------------------------------------------------------------------------------
 
 
-def batch_counts(session: Session, batch_id: uuid.UUID) -> dict[str, int]:
+def batch_counts(session: Session, batch_id: uuid.UUID, *, machine_only: bool = False) -> dict[str, int]:
+    """Scores of a batch by outcome; ``machine_only``: calibration repeats left out (verdict summaries),
+    else every score (progress)."""
     rows = session.execute(
         select(
             Score.status,
@@ -937,7 +939,7 @@ def batch_counts(session: Session, batch_id: uuid.UUID) -> dict[str, int]:
             func.sum(case((Score.passed.is_(True), 1), else_=0)),
             func.sum(case((Score.partial.is_(True), 1), else_=0)),
         )
-        .where(Score.batch_id == batch_id)
+        .where(Score.batch_id == batch_id, machine_scores() if machine_only else true())
         .group_by(Score.status)
     ).all()
     by_status = {status: n for status, n, _, _ in rows}
@@ -956,12 +958,15 @@ def batch_counts(session: Session, batch_id: uuid.UUID) -> dict[str, int]:
 
 
 def batch_summary(session: Session, batch_id: uuid.UUID) -> dict[str, Any]:
-    counts = batch_counts(session, batch_id)
+    """A batch's machine verdicts (counts, pass rate, mean total, per component, errors): calibration
+    repeats are left out, so a calibration batch reports none. ``cost_usd`` and ``usage`` are what the
+    batch spent, calibration calls included."""
+    counts = batch_counts(session, batch_id, machine_only=True)
     components: dict[str, dict[str, Any]] = {}
     for name, status, n, mean in session.execute(
         select(ScoreComponent.component, ScoreComponent.status, func.count(), func.avg(ScoreComponent.score))
         .join(Score, Score.id == ScoreComponent.score_id)
-        .where(Score.batch_id == batch_id)
+        .where(Score.batch_id == batch_id, machine_scores())
         .group_by(ScoreComponent.component, ScoreComponent.status)
     ):
         entry = components.setdefault(name, {"ok": 0, "failed": 0, "skipped": 0, "mean": None, "median": None})
@@ -974,12 +979,16 @@ def batch_summary(session: Session, batch_id: uuid.UUID) -> dict[str, Any]:
     errors = Counter(
         kind
         for (kind,) in session.execute(
-            select(Score.error_kind).where(Score.batch_id == batch_id, Score.status.in_(("failed", "timed_out")))
+            select(Score.error_kind).where(
+                Score.batch_id == batch_id, Score.status.in_(("failed", "timed_out")), machine_scores()
+            )
         )
     )
     scored = counts["completed"]
     total_stats = session.execute(
-        select(func.avg(Score.total), func.sum(Score.cost_usd)).where(Score.batch_id == batch_id)
+        select(
+            func.avg(case((machine_scores(), Score.total), else_=None)), func.sum(Score.cost_usd)
+        ).where(Score.batch_id == batch_id)
     ).one()
     usage = _sum_usage(
         u for (u,) in session.execute(select(Score.usage).where(Score.batch_id == batch_id, Score.usage.is_not(None)))
@@ -998,7 +1007,7 @@ def batch_summary(session: Session, batch_id: uuid.UUID) -> dict[str, Any]:
 
 def _median_component(session: Session, batch_id: uuid.UUID, component: str) -> float | None:
     where = and_(
-        Score.batch_id == batch_id, ScoreComponent.component == component, ScoreComponent.status == "ok"
+        Score.batch_id == batch_id, ScoreComponent.component == component, ScoreComponent.status == "ok", machine_scores()
     )
     if session.get_bind().dialect.name == "postgresql":
         value = session.scalar(

@@ -38,6 +38,7 @@ from assay.scoring.errors import AssayError, BadRequest
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import latest_finished_score, pending_score
 from assay.scoring.store.db import dialect_insert
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     Batch,
     Item,
@@ -75,15 +76,19 @@ def candidates(record: SuiteRecord, selection: Selection):  # type: ignore[no-un
     covering = aliased(Score)
     full = aliased(Score)
     partial = aliased(Score)
-    of_suite = exists().where(mine.item_id == Item.id, mine.suite_name == record.name)
+    # Calibration repeats say nothing about an item's machine verdict: only machine scores count here.
+    of_suite = exists().where(mine.item_id == Item.id, mine.suite_name == record.name, machine_scores(mine))
     completed_in_suite = exists().where(
-        mine.item_id == Item.id, mine.suite_name == record.name, mine.status == "completed"
+        mine.item_id == Item.id, mine.suite_name == record.name, mine.status == "completed", machine_scores(mine)
     )
-    unclaimed_of_kind = and_(Item.kind == record.kind, ~exists().where(any_score.item_id == Item.id))
+    unclaimed_of_kind = and_(
+        Item.kind == record.kind, ~exists().where(any_score.item_id == Item.id, machine_scores(any_score))
+    )
     covered = exists().where(
         covering.item_id == Item.id,
         covering.criteria_hash == current,
         covering.status.in_(_COVERING_STATUSES),
+        machine_scores(covering),
     )
     wanted = [and_(completed_in_suite, ~covered)]
     if not selection.stale_only:
@@ -96,11 +101,13 @@ def candidates(record: SuiteRecord, selection: Selection):  # type: ignore[no-un
                     partial.criteria_hash == current,
                     partial.status == "completed",
                     partial.partial.is_(True),
+                    machine_scores(partial),
                 ),
                 ~exists().where(
                     full.item_id == Item.id,
                     full.criteria_hash == current,
                     or_(full.status.in_(("pending", "in_progress")), and_(full.status == "completed", full.partial.is_(False))),
+                    machine_scores(full),
                 ),
             )
         )

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, selectinload
 from assay.scoring import batches as svc
 from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
 from assay.scoring.suites import Criteria
 
@@ -294,7 +295,7 @@ def _latest_session_scores(*conditions: Any, by: Any = None) -> Any:
             .label("rn"),
         )
         .join(Item, Item.id == Score.item_id)
-        .where(Item.kind == SESSION_KIND, *conditions)
+        .where(Item.kind == SESSION_KIND, machine_scores(), *conditions)
         .subquery()
     )
 
@@ -305,7 +306,7 @@ def session_scores(session: Session, session_id: str) -> list[Score]:
     return list(
         session.scalars(
             select(Score)
-            .where(Score.item_id.in_(ids))
+            .where(Score.item_id.in_(ids), machine_scores())
             .options(selectinload(Score.components))
             .order_by(Score.created_at.desc(), Score.id.desc())
         )
@@ -489,7 +490,7 @@ def criteria_overview(session: Session) -> tuple[list[CriteriaRow], list[SuiteFr
     for suite, h in sorted(current.items()):
         current_for[h].append(suite)
     per_hash = dict(
-        session.execute(select(Score.criteria_hash, func.count()).group_by(Score.criteria_hash)).all()
+        session.execute(select(Score.criteria_hash, func.count()).where(machine_scores()).group_by(Score.criteria_hash)).all()
     )
     ranked = (
         select(
@@ -499,7 +500,7 @@ def criteria_overview(session: Session) -> tuple[list[CriteriaRow], list[SuiteFr
             .over(partition_by=(Score.item_id, Score.suite_name), order_by=(Score.created_at.desc(), Score.id.desc()))
             .label("rn"),
         )
-        .where(Score.status != "cancelled")
+        .where(Score.status != "cancelled", machine_scores())
         .subquery()
     )
     latest = session.execute(

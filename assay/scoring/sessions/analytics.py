@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, exists, func, select
 from sqlalchemy.orm import Session
 
 from assay.scoring.kinds.alert_session import KIND_NAME
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Item, Score
 from assay.scoring.store.session_models import MissingToolRow, session_scores
 from assay.scoring.views import iso
@@ -32,7 +33,7 @@ def _scores(criteria_hash: str | None, since: datetime | None, until: datetime |
             .label("rn"),
         )
         .join(Item, Item.id == Score.item_id)
-        .where(Item.kind == KIND_NAME, Score.status == "completed")
+        .where(Item.kind == KIND_NAME, Score.status == "completed", machine_scores())
     )
     if criteria_hash:
         query = query.where(Score.criteria_hash == criteria_hash)
@@ -121,6 +122,8 @@ def _curation_query(min_score: int, criteria_hash: str | None) -> Select[Any]:
         view,
         func.row_number().over(partition_by=view.c.session_id, order_by=(view.c.scored_at.desc(), view.c.score_id.desc())).label("rn"),
     )
+    # The view reads every completed score: calibration repeats are no training verdicts.
+    ranked = ranked.where(exists().where(Score.id == view.c.score_id, machine_scores()))
     if criteria_hash:
         ranked = ranked.where(view.c.criteria_hash == criteria_hash)
     sub = ranked.subquery("ranked")

@@ -39,6 +39,7 @@ from assay.scoring.sessions.store import (
     latest_score,
     lock_session,
 )
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     Batch,
@@ -157,7 +158,7 @@ def _latest_scores():  # type: ignore[no-untyped-def]
             .label("rn"),
         )
         .join(Item, Item.id == Score.item_id)
-        .where(Item.kind == KIND_NAME, Item.external_id.is_not(None))
+        .where(Item.kind == KIND_NAME, Item.external_id.is_not(None), machine_scores())
         .subquery("latest_scores")
     )
 

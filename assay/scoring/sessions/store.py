@@ -32,6 +32,7 @@ from assay.scoring.kinds.alert_session import (
     AlertSessionItem,
     normalize_tool_name,
 )
+from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Item, Score, utcnow
 from assay.scoring.store.session_models import (
     AlternativeApproachRow,
@@ -70,7 +71,7 @@ def session_exists(session: Session, session_id: str) -> bool:
 def latest_score(session: Session, session_id: str) -> Score | None:
     return session.scalar(
         select(Score)
-        .where(Score.item_id.in_(session_items(session_id)))
+        .where(Score.item_id.in_(session_items(session_id)), machine_scores())
         .options(selectinload(Score.components), selectinload(Score.item))
         .order_by(Score.created_at.desc(), Score.id.desc())
         .limit(1)
@@ -80,7 +81,7 @@ def latest_score(session: Session, session_id: str) -> Score | None:
 def active_score(session: Session, session_id: str) -> Score | None:
     return session.scalar(
         select(Score)
-        .where(Score.item_id.in_(session_items(session_id)), Score.status.in_(("pending", "in_progress")))
+        .where(Score.item_id.in_(session_items(session_id)), Score.status.in_(("pending", "in_progress")), machine_scores())
         .order_by(Score.created_at.desc())
         .limit(1)
     )
