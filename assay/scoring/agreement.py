@@ -1,0 +1,239 @@
+"""Agreement between the machine and people (human labels, :mod:`assay.scoring.labels`), per criteria hash.
+
+For each criteria hash the machine verdict of a labelled item is its latest *completed* machine score
+under that hash (calibration repeats left out: :func:`assay.scoring.store.filters.machine_scores`).
+The human verdict is the majority of the item's labels in the suite: each label votes pass or fail —
+its ``passed``, or, for a label with only a score, whether that score reaches the threshold of the
+criteria judged. An item with as many pass as fail votes is a tie: reported apart, left out of the
+pass/fail statistics. The human score is the mean of the labels' scores.
+
+Reported: the confusion matrix (machine × majority), accuracy, Cohen's kappa computed from that
+matrix, Spearman's rank correlation between the machine total and the human score (None, with the
+reason, under 3 pairs or when either side is constant), the ties and the disagreeing items. A
+re-score under new criteria gives the new hash its own numbers, over the same labels.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy import stats
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from assay.scoring.criteria import load_criteria
+from assay.scoring.errors import NotFound
+from assay.scoring.store.filters import machine_scores
+from assay.scoring.store.models import CriteriaDefinition, Item, Label, Score, SuiteRecord
+
+MIN_SPEARMAN_PAIRS = 3
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Machine verdict (rows) against the human majority (columns)."""
+
+    both_pass: int = 0  # machine pass, people pass
+    machine_only: int = 0  # machine pass, people fail
+    human_only: int = 0  # machine fail, people pass
+    both_fail: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.both_pass + self.machine_only + self.human_only + self.both_fail
+
+    def accuracy(self) -> float | None:
+        return (self.both_pass + self.both_fail) / self.n if self.n else None
+
+    def kappa(self) -> tuple[float | None, str | None]:
+        """Cohen's kappa (observed agreement against the agreement expected from each side's pass
+        rate), or None with the reason."""
+        n = self.n
+        if not n:
+            return None, "no item has both a machine verdict and a human majority"
+        observed = (self.both_pass + self.both_fail) / n
+        machine_pass = (self.both_pass + self.machine_only) / n
+        human_pass = (self.both_pass + self.human_only) / n
+        expected = machine_pass * human_pass + (1 - machine_pass) * (1 - human_pass)
+        if expected >= 1:
+            return None, "the machine and the people each gave every item the same verdict: kappa is undefined"
+        return (observed - expected) / (1 - expected), None
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "machine_pass_human_pass": self.both_pass,
+            "machine_pass_human_fail": self.machine_only,
+            "machine_fail_human_pass": self.human_only,
+            "machine_fail_human_fail": self.both_fail,
+        }
+
+
+def spearman(machine: list[float], human: list[float]) -> tuple[float | None, float | None, str | None]:
+    """(rho, two-sided p-value, None), or (None, None, reason) under 3 pairs or with a constant side."""
+    if len(machine) < MIN_SPEARMAN_PAIRS:
+        return None, None, f"{len(machine)} item(s) with both a machine total and a human score; at least 3 are needed"
+    if len(set(machine)) == 1:
+        return None, None, "every machine total is the same: the rank correlation is undefined"
+    if len(set(human)) == 1:
+        return None, None, "every human score is the same: the rank correlation is undefined"
+    result = stats.spearmanr(machine, human)
+    return float(result.statistic), float(result.pvalue), None
+
+
+@dataclass
+class _ItemLabels:
+    votes: list[tuple[bool | None, float | None]] = field(default_factory=list)
+
+
+def _labels(session: Session, suite: str) -> dict[uuid.UUID, _ItemLabels]:
+    found: dict[uuid.UUID, _ItemLabels] = defaultdict(_ItemLabels)
+    for item_id, passed, score in session.execute(
+        select(Label.item_id, Label.passed, Label.score).where(Label.suite_name == suite)
+    ).all():
+        found[item_id].votes.append((passed, score))
+    return found
+
+
+def _latest_scores(session: Session, suite: str, criteria_hash: str) -> dict[uuid.UUID, tuple[uuid.UUID, float | None, bool | None]]:
+    """Each labelled item's latest completed machine score under the hash: (score id, total, passed)."""
+    ranked = (
+        select(
+            Score.id,
+            Score.item_id,
+            Score.total,
+            Score.passed,
+            func.row_number()
+            .over(partition_by=Score.item_id, order_by=(Score.completed_at.desc().nulls_last(), Score.created_at.desc()))
+            .label("rank"),
+        )
+        .where(
+            Score.suite_name == suite,
+            Score.criteria_hash == criteria_hash,
+            Score.status == "completed",
+            machine_scores(),
+            Score.item_id.in_(select(Label.item_id).where(Label.suite_name == suite)),
+        )
+        .subquery()
+    )
+    rows = session.execute(select(ranked.c.id, ranked.c.item_id, ranked.c.total, ranked.c.passed).where(ranked.c.rank == 1))
+    return {item_id: (score_id, total, passed) for score_id, item_id, total, passed in rows.all()}
+
+
+def labelled_hashes(session: Session, suite: str) -> list[str]:
+    """The criteria hashes with a completed machine score of a labelled item of the suite, newest criteria first."""
+    hashes = (
+        select(Score.criteria_hash)
+        .where(
+            Score.suite_name == suite,
+            Score.status == "completed",
+            machine_scores(),
+            Score.item_id.in_(select(Label.item_id).where(Label.suite_name == suite)),
+        )
+        .distinct()
+        .subquery()
+    )
+    return list(
+        session.scalars(
+            select(CriteriaDefinition.criteria_hash)
+            .where(CriteriaDefinition.criteria_hash.in_(select(hashes.c.criteria_hash)))
+            .order_by(CriteriaDefinition.created_at.desc(), CriteriaDefinition.criteria_hash)
+        )
+    )
+
+
+def hash_agreement(
+    session: Session, suite: str, criteria_hash: str, labels: dict[uuid.UUID, _ItemLabels], *, limit: int
+) -> dict[str, Any]:
+    threshold = load_criteria(session, criteria_hash).threshold
+    scores = _latest_scores(session, suite, criteria_hash)
+    external = dict(
+        session.execute(select(Item.id, Item.external_id).where(Item.id.in_(list(scores)))).all()
+    ) if scores else {}
+    counts = {"both_pass": 0, "machine_only": 0, "human_only": 0, "both_fail": 0}
+    ties: list[dict[str, Any]] = []
+    disagreeing: list[dict[str, Any]] = []
+    machine_totals: list[float] = []
+    human_scores: list[float] = []
+    no_machine_verdict = 0
+    for item_id in sorted(scores, key=str):
+        score_id, total, machine_passed = scores[item_id]
+        votes = labels[item_id].votes
+        passes = sum(1 for passed, score in votes if (passed if passed is not None else score >= threshold))
+        fails = len(votes) - passes
+        given = [score for _, score in votes if score is not None]
+        # Rounded so that means equal on paper rank as ties (0.2 and 0.4 average to 0.3, not 0.30000000000000004).
+        human_score = round(math.fsum(given) / len(given), 12) if given else None
+        if total is not None and human_score is not None:
+            machine_totals.append(total)
+            human_scores.append(human_score)
+        entry = {
+            "item_id": str(item_id),
+            "external_id": external.get(item_id),
+            "score_id": str(score_id),
+            "machine_total": total,
+            "machine_passed": machine_passed,
+            "human_pass_votes": passes,
+            "human_fail_votes": fails,
+            "human_score": human_score,
+        }
+        if passes == fails:
+            ties.append(entry)
+            continue
+        if machine_passed is None:
+            no_machine_verdict += 1
+            continue
+        human_passed = passes > fails
+        if machine_passed:
+            counts["both_pass" if human_passed else "machine_only"] += 1
+        else:
+            counts["human_only" if human_passed else "both_fail"] += 1
+        if machine_passed != human_passed:
+            gap = abs(total - human_score) if total is not None and human_score is not None else None
+            disagreeing.append(entry | {"human_passed": human_passed, "gap": gap})
+    confusion = Confusion(**counts)
+    kappa, kappa_reason = confusion.kappa()
+    rho, p_value, rho_reason = spearman(machine_totals, human_scores)
+    # The largest gaps between machine total and human score first (items without one last).
+    disagreeing.sort(key=lambda e: (e["gap"] is None, -(e["gap"] or 0.0), e["item_id"]))
+    return {
+        "criteria_hash": criteria_hash,
+        "threshold": threshold,
+        "labelled_items": len(labels),
+        "scored_items": len(scores),
+        "unscored_items": len(labels) - len(scores),
+        "compared_items": confusion.n,
+        "no_machine_verdict": no_machine_verdict,
+        "accuracy": confusion.accuracy(),
+        "kappa": kappa,
+        "kappa_reason": kappa_reason,
+        "spearman": {"rho": rho, "p_value": p_value, "pairs": len(machine_totals), "reason": rho_reason},
+        "confusion": confusion.to_dict(),
+        "ties": {"count": len(ties), "items": ties[:limit]},
+        "disagreeing": {"count": len(disagreeing), "items": disagreeing[:limit]},
+    }
+
+
+def suite_agreement(session: Session, suite: str, criteria_hash: str | None = None, *, limit: int = 100) -> dict[str, Any]:
+    """The agreement report of a suite: per criteria hash (one, or every hash with a labelled item scored)."""
+    record = session.get(SuiteRecord, suite)
+    if record is None:
+        known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
+        raise NotFound(f"no suite named {suite!r}; available: {', '.join(known) or 'none'}")
+    labels = _labels(session, suite)
+    if criteria_hash is not None:
+        if session.get(CriteriaDefinition, criteria_hash) is None:
+            raise NotFound(f"no criteria with hash {criteria_hash}")
+        hashes = [criteria_hash]
+    else:
+        hashes = labelled_hashes(session, suite) if labels else []
+    return {
+        "suite": suite,
+        "current_criteria_hash": record.current_criteria_hash,
+        "labelled_items": len(labels),
+        "labels": sum(len(v.votes) for v in labels.values()),
+        "hashes": [hash_agreement(session, suite, h, labels, limit=limit) for h in hashes],
+    }
