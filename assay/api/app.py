@@ -16,6 +16,7 @@ from assay.api.errors import install_error_handlers
 from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
 from assay.api.routes import criteria, suites
 from assay.api.routes import compare as compare_routes
+from assay.api.routes import labels as label_routes
 from assay.api.security import install_security
 from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
@@ -67,6 +68,7 @@ def create_app() -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(suites.router)
     app.include_router(compare_routes.router)
+    app.include_router(label_routes.router)
     install_dashboard(app)
     install_docs(app)
     install_body_limits(app)  # last, so the outermost middleware: it counts a body before anything reads it
