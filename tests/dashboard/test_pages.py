@@ -3,6 +3,7 @@ scored in this process against the loopback judge fake)."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -57,7 +58,7 @@ def scored_batch(signed_in, fake_judge):
     return batch_id
 
 
-PAGES = ["/dashboard/", "/dashboard/sessions", "/dashboard/missing-tools", "/dashboard/criteria", "/dashboard/judge"]
+PAGES = ["/dashboard/", "/dashboard/sessions", "/dashboard/missing-tools", "/dashboard/criteria", "/dashboard/judge", "/dashboard/agreement"]
 
 
 @pytest.mark.parametrize("path", PAGES + [f"/dashboard/batches/{uuid.uuid4()}", f"/dashboard/items/{uuid.uuid4()}"])
@@ -438,3 +439,34 @@ def test_generic_batch_csv_export_and_reports_have_the_suites_columns(signed_in,
             assert row["tone_verdict"] == comps["tone"]["details"]["label"]
         if comps["correctness"]["status"] == "ok":
             assert row["correctness_verdict"] == str(comps["correctness"]["details"]["scale"])
+
+
+def test_agreement_page_shows_each_hashs_numbers_and_links_the_disagreeing_items(signed_in, scored_batch):
+    ids = [json.loads(line)["id"] for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    # Every item labelled "pass" by two people, but the last one's second label fails it: a tie.
+    rows = [{"batch_id": scored_batch, "external_id": i, "passed": True, "annotator": "ann"} for i in ids]
+    rows += [{"batch_id": scored_batch, "external_id": i, "passed": i != ids[-1], "annotator": "ben"} for i in ids]
+    r = signed_in.post(
+        "/api/v1/suites/kql/labels",
+        content="\n".join(json.dumps(row) for row in rows),
+        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-ndjson"},
+    )
+    assert r.status_code == 200 and r.json()["created"] == 2 * len(ids), r.text
+    [h] = signed_in.get("/api/v1/suites/kql/agreement", headers={"Authorization": f"Bearer {API_KEY}"}).json()["hashes"]
+    assert h["compared_items"] == len(ids) - 1 and h["ties"]["count"] == 1
+
+    page = signed_in.get("/dashboard/agreement")
+    assert page.status_code == 200 and 'href="/dashboard/agreement"' in page.text
+    section = page.text.split(f'data-criteria-hash="{h["criteria_hash"]}"', 1)[1]
+    assert re.search(r'data-field="compared">%d<' % h["compared_items"], section)
+    assert f'data-field="accuracy">{100 * h["accuracy"]:.1f}%<' in section
+    assert f'data-field="pp">{h["confusion"]["machine_pass_human_pass"]}<' in section
+    assert f'data-field="fp">{h["confusion"]["machine_fail_human_pass"]}<' in section
+    # Every machine failure is a disagreement here (people passed every item but the tie).
+    failed = h["confusion"]["machine_fail_human_pass"]
+    assert h["disagreeing"]["count"] == failed and failed >= 1
+    for entry in h["disagreeing"]["items"]:
+        assert f'href="/dashboard/items/{entry["item_id"]}">{entry["external_id"]}<' in section
+    assert f'>{ids[-1]}<' in section.split('data-field="tie-items"', 1)[1]
+    assert signed_in.get("/dashboard/agreement?suite=nope").status_code == 404
+    assert signed_in.get("/dashboard/agreement?suite=kql&criteria=" + "0" * 64).status_code == 404

@@ -1,0 +1,48 @@
+"""Dashboard page of the machine's agreement with people: per suite with human labels, per criteria
+hash, the numbers of ``GET /api/v1/suites/{name}/agreement`` (accuracy, Cohen's kappa, Spearman, the
+confusion matrix, ties and the disagreeing items, each linked to its item page)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy import func, select
+
+from assay.api.dashboard.routes import Viewer, render, viewer
+from assay.api.json_body import StrictJsonRoute
+from assay.scoring import agreement
+from assay.scoring.errors import NotFound
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import Label, SuiteRecord
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
+LISTED = 50
+
+
+@router.get("/agreement", response_class=HTMLResponse)
+def agreement_page(
+    request: Request,
+    who: Annotated[Viewer, Depends(viewer)],
+    suite: Annotated[str | None, Query(max_length=100, pattern=r"^[A-Za-z0-9_-]*$")] = None,
+    criteria: Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-f]*$")] = None,
+) -> HTMLResponse:
+    with transaction() as session:
+        suites = [
+            {"suite": name, "items": items, "labels": count}
+            for name, items, count in session.execute(
+                select(Label.suite_name, func.count(func.distinct(Label.item_id)), func.count())
+                .group_by(Label.suite_name)
+                .order_by(Label.suite_name)
+            ).all()
+        ]
+        chosen = suite or (suites[0]["suite"] if suites else None)
+        report = None
+        if chosen:
+            try:
+                report = agreement.suite_agreement(session, chosen, criteria or None, limit=LISTED)
+            except NotFound:
+                what = f"criteria {criteria}" if criteria and session.get(SuiteRecord, chosen) else f"suite {chosen}"
+                return render(request, who, "not_found.html", status_code=404, what=what)
+    return render(request, who, "agreement.html", suites=suites, chosen=chosen, report=report, listed=LISTED)
