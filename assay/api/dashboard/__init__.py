@@ -18,6 +18,7 @@ def install(app: Any) -> None:
 
     from fastapi.staticfiles import StaticFiles
 
+    from assay.api.dashboard.review_pages import router as review_router
     from assay.api.dashboard.agreement_pages import router as agreement_router
     from assay.api.dashboard.routes import SignInRequired, root_router, router, sign_in_redirect
 
@@ -25,6 +26,7 @@ def install(app: Any) -> None:
         return
     app.include_router(router)
     app.include_router(agreement_router)
+    app.include_router(review_router)
     app.include_router(root_router)
     static = Path(__file__).resolve().parent.parent / "static"
     app.mount(STATIC_PATH, StaticFiles(directory=static), name="dashboard-static")

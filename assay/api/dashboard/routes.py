@@ -22,6 +22,7 @@ from assay.api.dashboard import queries as q
 from assay.api.dashboard import session as cookie
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
+from assay.api.dashboard.human import add_human_verdicts
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.api.throttle import TooManyFailures
 from assay.scoring import batches as svc
@@ -275,6 +276,7 @@ def batch_page(
         kind = get_kind(criteria.kind)
         success = _section_rows(ok, criteria.threshold, judges, kind)
         errors = _section_rows(bad, criteria.threshold, judges, kind)
+        add_human_verdicts(session, success + errors)
     peak = max(hist) or 1
     bins = len(hist)
     histogram = [
@@ -356,6 +358,7 @@ def _payload_fields(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _item_page(request: Request, who: Viewer, session: Any, item: Any, scores: list[Score]) -> HTMLResponse:
     cards = _score_cards(session, scores, item.kind)
+    add_human_verdicts(session, cards)
     latest = cards[0] if cards else None
     return render(
         request,
