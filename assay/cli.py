@@ -520,6 +520,131 @@ def diff(
     console.print(f"{moved['summary']['items_compared']} compared items written to [bold]{csv_file}[/bold]")
 
 
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3f}"
+
+
+def _difference_cell(d: dict[str, Any]) -> str:
+    """A mean difference with its 95 % interval and the noise floor beside it (compare and diff)."""
+    text = _signed(d["mean_difference"])
+    if d["ci_low"] is not None:
+        text += f" [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+    elif d["interval_note"]:
+        text += f" ({d['interval_note']})"
+    if d.get("noise_floor") is not None:
+        verdict = "beyond" if d["beyond_noise"] else "within"
+        text += f" · noise floor ±{d['noise_floor']:.3f}: {verdict} the judge's noise"
+    elif d.get("noise_note"):
+        text += f" · {d['noise_note']}"
+    return text
+
+
+def _compare_table(report: dict[str, Any]) -> Table:
+    a, b = report["a"], report["b"]
+    table = Table(title=f"batch b {b['batch_id']} against batch a {a['batch_id']} (differences are b − a)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, side in (("a", a), ("b", b)):
+        table.add_row(f"batch {name}", f"{escape(side['suite'])} · {side['criteria_hash'][:12]}… · {side['status']}")
+        c = side["counts"]
+        table.add_row(
+            f"  scores of {name}",
+            f"{c['usable']} usable · {c['partial']} partial · {c['failed']} failed · {c['pending']} pending · "
+            f"{c['cancelled']} cancelled",
+        )
+        table.add_row(
+            f"  unmatched in {name}",
+            f"{c['only_here']} only here · {c['no_external_id']} without an external id · "
+            f"{c['repeated_external_id']} with a repeated one",
+        )
+    table.add_row("pairs matched / paired / excluded", f"{report['matched']} / {report['paired']} / {report['excluded']}")
+    total = report["total"]
+    table.add_row("mean total a → b", f"{_mean(total['mean_a'])} → {_mean(total['mean_b'])}")
+    table.add_row("mean difference [95 % CI]", _difference_cell(total))
+    table.add_row("wins / ties / losses of b", f"{report['wins']} / {report['ties']} / {report['losses']}")
+    rate = report["pass_rate"]
+    table.add_row("pass rate a → b", f"{_mean(rate['mean_a'])} → {_mean(rate['mean_b'])}")
+    table.add_row("pass-rate difference [95 % CI]", _difference_cell(rate))
+    m = report["mcnemar"]
+    table.add_row("McNemar (pass→fail / fail→pass)", f"{m['pass_to_fail']} / {m['fail_to_pass']} · p = {m['p_value']:.4g}")
+    for c in report["components"]:
+        table.add_row(f"{escape(c['name'])} shift (n={c['n']})", _difference_cell(c))
+    for side in ("a", "b"):
+        if report[f"components_only_{side}"]:
+            table.add_row(f"components only in {side}", escape(", ".join(report[f"components_only_{side}"])))
+    if report["item_noise_floor"] is not None:
+        table.add_row("per-item noise floor", f"±{report['item_noise_floor']:.3f}")
+    return table
+
+
+def _mean(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _pairs_table(title: str, pairs: list[dict[str, Any]]) -> Table:
+    table = Table(title=title)
+    table.add_column("item")
+    for name in ("a", "b", "delta"):
+        table.add_column(name, justify="right")
+    table.add_column("flip")
+    table.add_column("beyond noise")
+    for p in pairs:
+        beyond = "–" if p["beyond_noise"] is None else "yes" if p["beyond_noise"] else "no"
+        table.add_row(
+            escape(p["external_id"]), f"{p['a_total']:.3f}", f"{p['b_total']:.3f}", f"{p['delta']:+.3f}", p["flip"] or "", beyond
+        )
+    return table
+
+
+@cli.command()
+def compare(
+    batch_a: Annotated[str, typer.Argument(help="The baseline batch id.")],
+    batch_b: Annotated[str, typer.Argument(help="The batch compared against it.")],
+    csv_file: Annotated[
+        Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every pair to this CSV file (streamed).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="How many moved and flipped items to list.")] = 10,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Compare BATCH_B against BATCH_A pair by pair (items matched by external id, each batch's own scores).
+
+    Prints the pairs matched and left out (partial, failed, pending; items in one batch only), the mean
+    difference of the total with its bootstrap 95 % interval, wins / ties / losses, the pass-rate
+    difference with McNemar's exact test, each shared component's shift, and beside each mean difference
+    the judge's noise floor (or "no noise floor measured" without `assay calibrate`); then the items that
+    moved most and those that flipped. Warns when the batches have different criteria or suites.
+    """
+    import httpx
+
+    params = {"a": batch_a, "b": batch_b}
+    with _client(api_url, api_key) as client:
+        report = _request(client.get, "/api/v1/compare", params=params)
+        for warning in report["warnings"]:
+            console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        console.print(_compare_table(report))
+        if report["moved_most"]:
+            moved = report["moved_most"][:limit]
+            console.print(_pairs_table(f"moved most ({len(moved)} of {report['paired']})", moved))
+        if report["flipped"]:
+            flipped = report["flipped"][:limit]
+            flips = report["mcnemar"]["pass_to_fail"] + report["mcnemar"]["fail_to_pass"]
+            console.print(_pairs_table(f"flipped ({len(flipped)} of {flips})", flipped))
+        if csv_file is None:
+            return
+        try:
+            with client.stream("GET", "/api/v1/compare", params={**params, "format": "csv"}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _check(response)
+                with csv_file.open("w", newline="") as sink:
+                    for text in response.iter_text():
+                        sink.write(text)
+        except httpx.HTTPError as exc:
+            _fail(f"cannot reach the API: {exc}")
+    console.print(f"every pair written to [bold]{csv_file}[/bold]")
+
+
 @cli.command()
 def metrics(
     batch_id: str,
