@@ -6,6 +6,13 @@ both have them), so a diff over a million items never loads them: the aggregates
 queries, the per-item rows a page or a server-side stream.
 
 A hash may be given in full or as a unique prefix of at least 8 hex characters.
+
+The mean delta and each component's mean shift carry a paired bootstrap 95 % interval, the pass/fail
+flips McNemar's exact test, and the deltas wins / ties / losses (``assay.scoring.stats``). Beside every
+mean difference over n items stands the judge's noise floor across the two hashes,
+1.96·√((σ1² + σ2²)/n), from each hash's latest calibration (``assay.scoring.noise``), or the note
+"no noise floor measured"; an item whose |delta| exceeds 1.96·√(σ1² + σ2²) is flagged ``beyond_noise``.
+These statistics fetch the per-item deltas (one float per compared item, in chunks).
 """
 
 from __future__ import annotations
@@ -16,12 +23,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from sqlalchemy import Select, Subquery, and_, case, distinct, func, select
 from sqlalchemy.orm import Session, aliased
 
+from assay.scoring import stats
 from assay.scoring.errors import BadRequest, NotFound
+from assay.scoring.noise import NoiseFloor, latest_noise
 from assay.scoring.store.filters import machine_scores
-from assay.scoring.store.models import CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
+from assay.scoring.store.models import (
+    TOTAL_COMPONENT,
+    CriteriaDefinition,
+    Item,
+    Score,
+    ScoreComponent,
+    SuiteRecord,
+)
 
 PASS_TO_FAIL = "pass→fail"
 FAIL_TO_PASS = "fail→pass"
@@ -41,6 +58,16 @@ class DiffItem:
     old_passed: bool
     new_passed: bool
     flip: str | None
+    beyond_noise: bool | None = None  # |delta| above the per-item noise floor; None when not measured
+
+
+@dataclass(frozen=True)
+class NoiseBeside:
+    """The judge's noise floor beside a mean difference over n items."""
+
+    noise_floor: float | None
+    beyond_noise: bool | None  # |mean difference| > noise_floor
+    noise_note: str | None  # "no noise floor measured" when there is none
 
 
 @dataclass(frozen=True)
@@ -50,6 +77,8 @@ class ComponentShift:
     mean_old: float | None
     mean_new: float | None
     mean_shift: float | None
+    interval: stats.MeanDifference
+    noise: NoiseBeside
 
 
 @dataclass(frozen=True)
@@ -67,6 +96,13 @@ class DiffSummary:
     components: list[ComponentShift]
     components_only_from: list[str]
     components_only_to: list[str]
+    delta_interval: stats.MeanDifference  # bootstrap 95 % interval of mean_delta
+    noise: NoiseBeside  # beside mean_delta
+    tally: stats.Tally  # wins: new total higher
+    mcnemar: stats.McNemar
+    item_noise_floor: float | None
+    noise_from: NoiseFloor | None
+    noise_to: NoiseFloor | None
 
 
 @dataclass(frozen=True)
@@ -146,7 +182,7 @@ def _pairs(suite: str | None, from_hash: str, to_hash: str) -> Select[Any]:
     )
 
 
-def _item(row: Any) -> DiffItem:
+def _item(row: Any, item_floor: float | None = None) -> DiffItem:
     return DiffItem(
         item_id=row.item_id,
         external_id=row.external_id,
@@ -156,7 +192,34 @@ def _item(row: Any) -> DiffItem:
         old_passed=row.old_passed,
         new_passed=row.new_passed,
         flip=row.flip,
+        beyond_noise=None if item_floor is None else abs(row.delta) > item_floor,
     )
+
+
+def _floats(session: Session, query: Select[Any], chunk: int = 50_000) -> np.ndarray:
+    """A one-column query's numbers, fetched in chunks."""
+    parts = [
+        np.asarray([r[0] for r in part], dtype=np.float64)
+        for part in session.execute(query.execution_options(yield_per=chunk)).partitions()
+    ]
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def _sigma(noise: NoiseFloor | None, name: str) -> float | None:
+    return None if noise is None else noise.sigma_w.get(name)
+
+
+def _beside(mean: float | None, sigma_from: float | None, sigma_to: float | None, n: int) -> NoiseBeside:
+    floor = stats.mean_diff_floor(sigma_from, sigma_to, n, same_hash=False)
+    if floor is None:
+        return NoiseBeside(None, None, stats.NO_NOISE_FLOOR)
+    return NoiseBeside(floor, None if mean is None else abs(mean) > floor, None)
+
+
+def item_noise_floor(session: Session, from_hash: str, to_hash: str) -> float | None:
+    """1.96·√(σ1² + σ2²) from the two hashes' latest calibrations of the total, or None."""
+    sigmas = (_sigma(latest_noise(session, h), TOTAL_COMPONENT) for h in (from_hash, to_hash))
+    return stats.item_floor(*sigmas, same_hash=False)
 
 
 def _component_names(definition: CriteriaDefinition) -> set[str]:
@@ -188,6 +251,7 @@ def _summary(
 
     old_names, new_names = _component_names(old), _component_names(new)
     common = sorted(old_names & new_names)
+    noise_old, noise_new = latest_noise(session, old.criteria_hash), latest_noise(session, new.criteria_hash)
     oc, nc = aliased(ScoreComponent), aliased(ScoreComponent)
     # A skipped or failed component has no score: such pairs are left out of that component's n.
     shifts = {
@@ -207,6 +271,30 @@ def _summary(
             .group_by(oc.component)
         )
     }
+
+    def component(name: str) -> ComponentShift:
+        found = shifts.get(name)
+        n = found.n if found else 0
+        interval = stats.paired_bootstrap(
+            _floats(
+                session,
+                select(nc.score - oc.score)
+                .select_from(pairs)
+                .join(oc, and_(oc.score_id == pairs.c.old_score_id, oc.component == name))
+                .join(nc, and_(nc.score_id == pairs.c.new_score_id, nc.component == name))
+                .where(oc.score.is_not(None), nc.score.is_not(None)),
+            )
+            if n
+            else []
+        )
+        mean = found.mean_shift if found else None
+        noise = _beside(mean, _sigma(noise_old, name), _sigma(noise_new, name), n)
+        if found is None:
+            return ComponentShift(name, 0, None, None, None, interval, noise)
+        return ComponentShift(name, n, found.mean_old, found.mean_new, mean, interval, noise)
+
+    deltas = _floats(session, select(pairs.c.delta)) if compared else np.empty(0)
+    sigma_old, sigma_new = _sigma(noise_old, TOTAL_COMPONENT), _sigma(noise_new, TOTAL_COMPONENT)
     return DiffSummary(
         items_compared=compared,
         items_only_from=scored.get(old.criteria_hash, 0) - compared,
@@ -218,14 +306,16 @@ def _summary(
         fail_to_pass=totals[5],
         cost_usd=totals[6],
         cost_usd_from=totals[7],
-        components=[
-            ComponentShift(name, shifts[name].n, shifts[name].mean_old, shifts[name].mean_new, shifts[name].mean_shift)
-            if name in shifts
-            else ComponentShift(name, 0, None, None, None)
-            for name in common
-        ],
+        components=[component(name) for name in common],
         components_only_from=sorted(old_names - new_names),
         components_only_to=sorted(new_names - old_names),
+        delta_interval=stats.paired_bootstrap(deltas),
+        noise=_beside(totals[3], sigma_old, sigma_new, compared),
+        tally=stats.tally(deltas),
+        mcnemar=stats.mcnemar_exact(totals[4], totals[5]),
+        item_noise_floor=stats.item_floor(sigma_old, sigma_new, same_hash=False),
+        noise_from=noise_old,
+        noise_to=noise_new,
     )
 
 
@@ -259,18 +349,26 @@ def criteria_diff(
         to_hash=new.criteria_hash,
         summary=summary,
         total_rows=summary.pass_to_fail + summary.fail_to_pass if flips_only else summary.items_compared,
-        items=[_item(r) for r in page],
+        items=[_item(r, summary.item_noise_floor) for r in page],
     )
 
 
 def iter_diff_items(
-    session: Session, *, suite: str | None, from_hash: str, to_hash: str, flips_only: bool = False, chunk: int = 1000
+    session: Session,
+    *,
+    suite: str | None,
+    from_hash: str,
+    to_hash: str,
+    flips_only: bool = False,
+    chunk: int = 1000,
+    item_floor: float | None = None,
 ) -> Iterator[DiffItem]:
     """Every compared item by item id, fetched ``chunk`` rows at a time (a server-side cursor on
-    PostgreSQL), so memory stays flat. Takes full hashes: resolve them first with ``resolve_pair``."""
+    PostgreSQL), so memory stays flat. Takes full hashes: resolve them first with ``resolve_pair``.
+    ``item_floor`` (see :func:`item_noise_floor`) sets each item's ``beyond_noise``."""
     pairs = _pairs(suite, from_hash, to_hash).subquery("pairs")
     rows = select(pairs).order_by(pairs.c.item_id)
     if flips_only:
         rows = rows.where(pairs.c.flip.is_not(None))
     for row in session.execute(rows.execution_options(yield_per=chunk)):
-        yield _item(row)
+        yield _item(row, item_floor)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session
 
-from assay.scoring.diff import criteria_diff, iter_diff_items, resolve_pair
+from assay.scoring.diff import NoiseBeside, criteria_diff, iter_diff_items, resolve_pair
 from assay.scoring.errors import BadRequest, NotFound
 from assay.scoring.store.db import make_engine
 from assay.scoring.store.models import Base, CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
@@ -224,3 +224,58 @@ def test_mistakes_are_domain_errors(tx: Tx, case: dict[str, uuid.UUID], suite, f
     with tx() as session, pytest.raises(error) as raised:
         criteria_diff(session, suite=suite, from_hash=from_hash, to_hash=to_hash)
     assert message in raised.value.message
+
+
+def test_known_case_intervals_mcnemar_and_no_noise_floor(tx: Tx, case: dict[str, uuid.UUID]) -> None:
+    from assay.scoring import stats
+
+    with tx() as session:
+        s = criteria_diff(session, suite="s1", from_hash=OLD, to_hash=NEW).summary
+    # Deltas q1 +.25, q2 −.5, q3 +.25, q4 +.25.
+    assert s.delta_interval == stats.paired_bootstrap([0.25, -0.5, 0.25, 0.25])
+    assert s.delta_interval.ci_low < s.mean_delta < s.delta_interval.ci_high
+    assert s.tally == stats.Tally(wins=3, ties=0, losses=1)
+    assert s.mcnemar == stats.McNemar(1, 1, 2, 1.0)
+    assert s.noise == NoiseBeside(None, None, "no noise floor measured")
+    assert s.item_noise_floor is None and (s.noise_from, s.noise_to) == (None, None)
+    a = next(c for c in s.components if c.component == "a")
+    assert a.interval == stats.paired_bootstrap([0.5, -0.5, 0.5, 0.0])  # q1..q4's a under NEW − OLD
+    assert a.noise.noise_note == "no noise floor measured"
+
+
+def _calibrate(session: Session, criteria_hash: str, sigmas: dict[str, float]) -> None:
+    from assay.scoring.store.models import CalibrationRun, NoiseEstimate
+
+    run = CalibrationRun(suite_name="s1", criteria_hash=criteria_hash, sample=4, repeats=3, status="completed", created_by="t")
+    session.add(run)
+    session.flush()
+    for name, sigma in sigmas.items():
+        session.add(
+            NoiseEstimate(
+                calibration_run_id=run.id, component=name, criteria_hash=criteria_hash, suite_name="s1",
+                sigma_w=sigma, items=4, repeats=3, computed_at=T0,
+            )
+        )
+
+
+def test_noise_floor_across_the_two_hashes(tx: Tx, case: dict[str, uuid.UUID]) -> None:
+    with tx() as session:
+        _calibrate(session, OLD, {"__total__": 0.3, "a": 0.03})
+    with tx() as session:
+        s = criteria_diff(session, suite="s1", from_hash=OLD, to_hash=NEW).summary
+        assert s.noise.noise_note == "no noise floor measured"  # only one side measured
+        _calibrate(session, NEW, {"__total__": 0.4, "a": 0.04})
+    with tx() as session:
+        result = criteria_diff(session, suite="s1", from_hash=OLD, to_hash=NEW)
+        items = list(iter_diff_items(session, suite="s1", from_hash=OLD, to_hash=NEW, item_floor=0.3))
+    s = result.summary
+    assert s.noise.noise_floor == pytest.approx(0.49)  # 1.96·√((.09 + .16)/4)
+    assert s.noise.beyond_noise is False and s.noise.noise_note is None
+    assert s.item_noise_floor == pytest.approx(0.98)  # 1.96·√(.09 + .16)
+    assert all(i.beyond_noise is False for i in result.items)
+    a = next(c for c in s.components if c.component == "a")
+    assert a.noise.noise_floor == pytest.approx(0.049)  # 1.96·√((.0009 + .0016)/4)
+    assert a.noise.beyond_noise is True  # mean shift .125
+    b = next(c for c in s.components if c.component == "b")
+    assert b.noise.noise_note == "no noise floor measured"
+    assert {i.external_id: i.beyond_noise for i in items} == {"q1": False, "q2": True, "q3": False, "q4": False}
