@@ -15,6 +15,7 @@ from assay.api.docs import install as install_docs
 from assay.api.errors import install_error_handlers
 from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
 from assay.api.routes import criteria, review, suites
+from assay.api.routes import calibration as calibration_routes
 from assay.api.routes import compare as compare_routes
 from assay.api.routes import labels as label_routes
 from assay.api.security import install_security
@@ -67,6 +68,7 @@ def create_app() -> FastAPI:
     app.include_router(rescore.router)
     app.include_router(metrics.router)
     app.include_router(suites.router)
+    app.include_router(calibration_routes.router)
     app.include_router(compare_routes.router)
     app.include_router(review.router)
     app.include_router(label_routes.router)

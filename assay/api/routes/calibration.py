@@ -1,0 +1,214 @@
+"""The judge's noise floor: calibration runs and the noise estimates they store.
+
+A thin adapter over ``assay.scoring.calibration``:
+
+- ``POST /api/v1/suites/{name}/calibrations``: judge a deterministic sample of the suite's stored items
+  K times under its current criteria (a dry run only estimates);
+- ``GET /api/v1/suites/{name}/calibrations/{id}``: a run, its batch's progress and, once done, its
+  estimates;
+- ``GET /api/v1/suites/{name}/noise``: the latest noise floor of each criteria hash of the suite.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from assay.api.auth import Principal, require_principal
+from assay.api.json_body import StrictJsonRoute
+from assay.api.publish import start_planner
+from assay.scoring import calibration as svc
+from assay.scoring.criteria import current_suite
+from assay.scoring.errors import NotFound
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import SuiteRecord
+from assay.scoring.suites import load_model_catalog
+from assay.settings import get_settings
+
+router = APIRouter(prefix="/api/v1/suites", tags=["calibration"], route_class=StrictJsonRoute)
+
+SuiteName = Annotated[
+    str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$", description="The suite's name")
+]
+CriteriaHash = Annotated[
+    str | None,
+    Query(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$", description="Only this criteria hash"),
+]
+
+
+class CalibrationIn(BaseModel):
+    sample: int = Field(
+        ...,
+        ge=1,
+        le=svc.MAX_SAMPLE,
+        description="How many stored items of the suite to judge (all of them when it has fewer). The sample is "
+        "deterministic: the items whose SHA-256 of '<suite>:<item id>' is smallest",
+    )
+    repeats: int = Field(
+        ..., ge=svc.MIN_REPEATS, le=svc.MAX_REPEATS, description="How many times each item is judged (at least 2)"
+    )
+    budget_usd: float | None = Field(
+        None, gt=0, le=1e9, description="Judge spend limit of the run's batch, in US dollars; null: none"
+    )
+    lane: Literal["realtime", "batch"] = Field(
+        "realtime", description="batch: judge calls through the Message Batches API (half price, slower)"
+    )
+    dry_run: bool = Field(False, description="Only pick the sample and estimate the judge calls, tokens and dollars")
+
+
+class EstimateOut(BaseModel):
+    items: int
+    judge_calls: int = Field(..., description="One per judge component, item and repeat (none carries over)")
+    carried_over: int = Field(0, description="Always 0: a judge's answer never carries over in a calibration")
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float = Field(..., description="Estimated judge cost in US dollars (batch lane: discounted)")
+    lane: str
+    output_basis: str
+    notes: list[str]
+
+
+class NoiseOut(BaseModel):
+    calibration_run_id: str
+    criteria_hash: str
+    sigma_w: dict[str, float | None] = Field(
+        ..., description="Per judge component: the pooled within-item standard deviation of its 0-1 score"
+    )
+    sigma_w_total: float | None = Field(..., description="The same for the score's total (null: no item had two completed repeats)")
+    flip_share: float | None = Field(
+        ..., description="Share of the items with two or more completed repeats whose pass/fail was not the same in all"
+    )
+    items: int = Field(..., description="Items pooled for the total (those with at least two completed repeats)")
+    items_by_component: dict[str, int] = Field(..., description="Items pooled per judge component")
+    repeats: int
+    computed_at: str
+
+
+class CalibrationOut(BaseModel):
+    id: str
+    suite: str
+    criteria_hash: str = Field(..., description="The criteria the repeats were judged under (the suite's current one)")
+    sample: int = Field(..., description="Items in the sample")
+    repeats: int
+    status: str = Field(..., description="running, completed, failed or cancelled")
+    batch_id: str | None = Field(..., description="The batch carrying the N×K calibration scores (null once deleted)")
+    batch_status: str | None
+    progress: dict[str, int] | None = Field(..., description="The batch's scores by outcome")
+    spent_usd: float | None
+    budget_usd: float | None
+    created_by: str
+    created_at: str
+    completed_at: str | None
+    noise: NoiseOut | None = Field(..., description="The estimates, once the batch finished")
+
+
+class CalibrationStarted(BaseModel):
+    suite: str
+    criteria_hash: str
+    sample: int = Field(..., description="Items picked (fewer than asked when the suite has fewer)")
+    repeats: int
+    dry_run: bool
+    estimate: EstimateOut
+    calibration: CalibrationOut | None = Field(None, description="The run (null for a dry run)")
+
+
+class NoiseList(BaseModel):
+    suite: str
+    current_criteria_hash: str
+    noise: list[NoiseOut] = Field(..., description="The latest run's estimates per criteria hash, newest first")
+    note: str | None = Field(None, description="Set when no noise floor was measured")
+
+
+@router.post(
+    "/{name}/calibrations",
+    response_model=CalibrationStarted,
+    status_code=202,
+    summary="Measure the judge's noise: judge a sample of the suite's items several times",
+    description="Picks `sample` stored items of the suite (deterministically: the smallest SHA-256 of "
+    "'<suite>:<item id>') and creates a calibration run and one batch holding `sample` × `repeats` "
+    "calibration scores under the suite's current criteria, estimated, budgeted and planned like any batch. "
+    "Deterministic components may carry over from the item's last score; judge components never do. "
+    "When the batch finishes, the pooled within-item standard deviation of each judge component and of "
+    "the total, and the share of items whose pass/fail flipped, are stored (`GET .../noise`). Calibration "
+    "scores are no machine verdicts: they stay out of latest scores, pass rates, diff, compare, "
+    "agreement, training data and the review queue. 422 for a suite without a judge component or "
+    "without stored items; 200 for a dry run.",
+    responses={
+        200: {"model": CalibrationStarted, "description": "Dry run"},
+        404: {"description": "No such suite"},
+        409: {"description": "The suite is disabled"},
+        422: {"description": "Bounds, a suite without a judge component, or no stored items"},
+    },
+)
+def create_calibration(
+    name: SuiteName, body: CalibrationIn, principal: Annotated[Principal, Depends(require_principal)]
+) -> JSONResponse:
+    settings = get_settings()
+    with transaction() as session:
+        catalog = load_model_catalog(settings.config_dir)
+        plan = svc.plan(session, name, body.sample, body.repeats, body.lane, catalog)
+        run = None
+        if not body.dry_run:
+            run = svc.start(session, plan, created_by=principal.name, lane=body.lane, budget_usd=body.budget_usd)
+        out: dict[str, Any] = CalibrationStarted(
+            suite=plan.suite,
+            criteria_hash=plan.criteria_hash,
+            sample=len(plan.item_ids),
+            repeats=plan.repeats,
+            dry_run=body.dry_run,
+            estimate=EstimateOut(**plan.estimate.to_dict()),
+            calibration=CalibrationOut(**svc.run_view(session, run)) if run is not None else None,
+        ).model_dump()
+        batch_id = run.batch_id if run is not None else None
+        run_id = run.id if run is not None else None
+    if batch_id is None:
+        return JSONResponse(out, status_code=200)
+    start_planner(batch_id)
+    return JSONResponse(out, status_code=202, headers={"Location": f"/api/v1/suites/{plan.suite}/calibrations/{run_id}"})
+
+
+@router.get(
+    "/{name}/calibrations/{run_id}",
+    response_model=CalibrationOut,
+    summary="A calibration run: its batch's progress and, once finished, the judge's noise it measured",
+    responses={404: {"description": "No such run of this suite"}},
+)
+def get_calibration(
+    name: SuiteName, run_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]
+) -> dict[str, Any]:
+    with transaction() as session:
+        return svc.run_view(session, svc.get_run(session, name, run_id))
+
+
+@router.get(
+    "/{name}/noise",
+    response_model=NoiseList,
+    summary="The judge's noise floor per criteria hash of the suite (the latest calibration run of each)",
+    description="σw per judge component and for the total, and the flip share, from the latest finished "
+    "calibration run of each criteria hash (or only `criteria_hash`). An empty list (with a note) when "
+    "none was measured: compare and diff then say \"no noise floor measured\".",
+    responses={404: {"description": "No such suite"}},
+)
+def get_noise(
+    name: SuiteName, _: Annotated[Principal, Depends(require_principal)], criteria_hash: CriteriaHash = None
+) -> dict[str, Any]:
+    with transaction() as session:
+        record = session.get(SuiteRecord, name)
+        if record is None:
+            current_suite(session, name)  # the 404 naming the available suites
+            raise NotFound(f"no suite named {name!r}")
+        floors = svc.suite_noise(session, record.name, criteria_hash)
+        note = None
+        if not floors:
+            which = f"criteria {criteria_hash}" if criteria_hash else f"suite {record.name!r}"
+            note = f"no noise floor measured for {which}: run a calibration (assay calibrate)"
+        return {
+            "suite": record.name,
+            "current_criteria_hash": record.current_criteria_hash,
+            "noise": [floor.to_dict() for floor in floors],
+            "note": note,
+        }
