@@ -232,3 +232,34 @@ def test_the_format_is_declared_and_limits_apply(scored, monkeypatch):
 def test_a_suite_without_labels_reports_no_hashes(scored):
     client = scored[0]
     assert client.get("/api/v1/suites/kql/agreement").json()["hashes"] == []
+
+
+def test_the_cli_pushes_labels_and_prints_the_agreement(scored, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from assay import cli
+
+    client, batch_id, items, criteria_hash = scored
+    monkeypatch.setattr(cli, "_client", lambda api_url, api_key: client)
+    runner = CliRunner()
+    labels_file = tmp_path / "labels.csv"
+    labels_file.write_text(first_labels(items))
+    pushed = runner.invoke(cli.cli, ["labels", "push", str(labels_file), "--suite", "kql"])
+    assert pushed.exit_code == 0, pushed.output
+    assert "suite kql: 10 label(s) stored (10 new, 0 replaced)" in pushed.output
+    shown = runner.invoke(cli.cli, ["labels", "agreement", "--suite", "kql"])
+    assert shown.exit_code == 0, shown.output
+    assert f"criteria {criteria_hash[:12]} (current), pass at 0.9" in shown.output
+    assert "accuracy 0.750   kappa 0.500" in shown.output
+    assert "  machine pass             2            1" in shown.output
+    assert "disagrees: q2  machine pass (0.920), people fail (0-2)" in shown.output
+    as_json = runner.invoke(cli.cli, ["labels", "agreement", "--suite", "kql", "--json"])
+    assert json.loads(as_json.output)["hashes"][0]["kappa"] == pytest.approx(0.5)
+    wrong = tmp_path / "labels.txt"
+    wrong.write_text("x")
+    refused = runner.invoke(cli.cli, ["labels", "push", str(wrong), "--suite", "kql"])
+    assert refused.exit_code == 2 and ".csv, .jsonl or .ndjson" in refused.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"item_id": str(items["q1"]), "score": 2}) + "\n")
+    failed = runner.invoke(cli.cli, ["labels", "push", str(bad), "--suite", "kql"])
+    assert failed.exit_code == 1 and "line 1: score must be from 0 to 1" in failed.output
