@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
@@ -41,6 +41,8 @@ CriteriaHash = Annotated[
 
 
 class CalibrationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     sample: int = Field(
         ...,
         ge=1,

@@ -1,0 +1,142 @@
+"""The calibration routes: validation and refusals (422 for bounds, a suite without a judge component,
+a suite without stored items; 404, 409), a dry run, a run (its batch handed to the planner), its view,
+and the noise listing."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import yaml
+from sqlalchemy import func, select
+
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import CalibrationRun, NoiseEstimate, Score, SuiteRecord
+from tests.scoring.test_pipeline import make_batch
+from tests.scoring.test_rescore import complete_all
+
+
+@pytest.fixture
+def started(monkeypatch) -> list:
+    calls: list = []
+    monkeypatch.setattr("assay.api.routes.calibration.start_planner", calls.append)
+    return calls
+
+
+def scored_kql(n: int) -> None:
+    batch_id, _ = make_batch(n)
+    complete_all(batch_id)
+
+
+def url(suite: str = "kql") -> str:
+    return f"/api/v1/suites/{suite}/calibrations"
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"sample": 3, "repeats": 1}, "repeats"),
+        ({"sample": 3, "repeats": 21}, "repeats"),
+        ({"sample": 0, "repeats": 2}, "sample"),
+        ({"sample": 1001, "repeats": 2}, "sample"),
+        ({"sample": 3, "repeats": 2, "budget_usd": 0}, "budget_usd"),
+        ({"sample": 3, "repeats": 2, "lane": "fast"}, "lane"),
+        ({"repeats": 2}, "sample"),
+        ({"sample": 3, "repeats": 2, "surprise": 1}, "surprise"),
+    ],
+)
+def test_bounds_are_422_naming_the_field(api_client, started, body, field):
+    r = api_client.post(url(), json=body)
+    assert r.status_code == 422, r.text
+    assert field in r.text
+    assert started == []
+
+
+def test_unknown_and_disabled_suites(api_client, started):
+    assert api_client.post(url("nope"), json={"sample": 2, "repeats": 2}).status_code == 404
+    assert api_client.get("/api/v1/suites/nope/noise").status_code == 404
+    assert api_client.get(f"{url()}/{uuid.uuid4()}").status_code == 404
+    assert api_client.get(f"{url()}/not-a-uuid").status_code == 422
+    with transaction() as s:
+        record = s.get(SuiteRecord, "kql")
+        record.options = {**record.options, "enabled": False}
+    assert api_client.post(url(), json={"sample": 2, "repeats": 2}).status_code == 409
+
+
+def test_a_suite_without_a_judge_component_is_refused(api_client, started):
+    body = yaml.safe_dump({
+        "name": "metrics_only",
+        "kind": "generic",
+        "threshold": 0.5,
+        "components": {"exact": {"weight": 1.0, "metric": "exact_match", "version": 1}},
+    })
+    r = api_client.post("/api/v1/suites", content=body.encode(), headers={"Content-Type": "application/yaml"})
+    assert r.status_code in (200, 201), r.text
+    r = api_client.post(url("metrics_only"), json={"sample": 2, "repeats": 3})
+    assert r.status_code == 422, r.text
+    assert "no judge component" in r.json()["message"]
+
+
+def test_a_suite_without_stored_items_is_refused(api_client, started):
+    r = api_client.post(url(), json={"sample": 2, "repeats": 3})
+    assert r.status_code == 422 and "no stored items" in r.json()["message"]
+
+
+def test_a_dry_run_estimates_and_writes_nothing(api_client, started):
+    scored_kql(3)
+    r = api_client.post(url(), json={"sample": 5, "repeats": 4, "dry_run": True, "lane": "batch"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert (out["sample"], out["repeats"], out["dry_run"], out["calibration"]) == (3, 4, True, None)
+    assert (out["estimate"]["items"], out["estimate"]["judge_calls"], out["estimate"]["carried_over"]) == (3, 12, 0)
+    assert out["estimate"]["lane"] == "batch" and out["estimate"]["cost_usd"] > 0
+    with transaction() as s:
+        assert s.scalar(select(func.count()).select_from(CalibrationRun)) == 0
+    assert started == []
+
+
+def test_a_run_is_created_planned_and_readable(api_client, started):
+    scored_kql(2)
+    r = api_client.post(url(), json={"sample": 2, "repeats": 3, "budget_usd": 2.5})
+    assert r.status_code == 202, r.text
+    out = r.json()
+    run = out["calibration"]
+    assert r.headers["location"] == f"/api/v1/suites/kql/calibrations/{run['id']}"
+    assert started == [uuid.UUID(run["batch_id"])]
+    assert (run["sample"], run["repeats"], run["status"], run["budget_usd"]) == (2, 3, "running", 2.5)
+    assert run["created_by"] and run["created_by"] != "api-client" and run["noise"] is None
+    with transaction() as s:
+        n = s.scalar(select(func.count()).where(Score.calibration_run_id == uuid.UUID(run["id"])))
+    assert n == 6
+    view = api_client.get(r.headers["location"])
+    assert view.status_code == 200 and view.json()["progress"]["pending"] == 6
+    assert api_client.get(f"/api/v1/suites/kql_strict/calibrations/{run['id']}").status_code == 404
+
+
+def test_noise_lists_the_latest_run_per_hash_or_says_none_was_measured(api_client, started):
+    r = api_client.get("/api/v1/suites/kql/noise")
+    assert r.status_code == 200
+    assert r.json()["noise"] == [] and "no noise floor measured" in r.json()["note"]
+    scored_kql(2)
+    run_id = uuid.UUID(api_client.post(url(), json={"sample": 2, "repeats": 2}).json()["calibration"]["id"])
+    with transaction() as s:
+        run = s.get(CalibrationRun, run_id)
+        run.status = "completed"
+        s.add_all([
+            NoiseEstimate(calibration_run_id=run_id, component="llm_grading", criteria_hash=run.criteria_hash,
+                          suite_name="kql", sigma_w=0.2, items=2, repeats=2),
+            NoiseEstimate(calibration_run_id=run_id, component="__total__", criteria_hash=run.criteria_hash,
+                          suite_name="kql", sigma_w=0.05, items=2, repeats=2, flip_share=0.5),
+        ])
+        criteria_hash = run.criteria_hash
+    out = api_client.get("/api/v1/suites/kql/noise").json()
+    assert out["current_criteria_hash"] == criteria_hash and out["note"] is None
+    [floor] = out["noise"]
+    assert floor["sigma_w"] == {"llm_grading": 0.2} and floor["sigma_w_total"] == 0.05
+    assert (floor["flip_share"], floor["items"], floor["repeats"]) == (0.5, 2, 2)
+    assert api_client.get(f"/api/v1/suites/kql/noise?criteria_hash={criteria_hash}").json()["noise"] == [floor]
+    other = api_client.get(f"/api/v1/suites/kql/noise?criteria_hash={'0' * 64}").json()
+    assert other["noise"] == [] and "no noise floor measured" in other["note"]
+    assert api_client.get("/api/v1/suites/kql/noise?criteria_hash=xyz").status_code == 422
+    view = api_client.get(f"{url()}/{run_id}").json()
+    assert view["noise"]["sigma_w_total"] == 0.05
