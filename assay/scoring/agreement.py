@@ -7,7 +7,7 @@ its ``passed``, or, for a label with only a score, whether that score reaches th
 criteria judged. An item with as many pass as fail votes is a tie: reported apart, left out of the
 pass/fail statistics. The human score is the mean of the labels' scores.
 
-Reported: the confusion matrix (machine × majority), accuracy, Cohen's kappa computed from that
+Reported: the confusion matrix (machine verdict against majority), accuracy, Cohen's kappa computed from that
 matrix, Spearman's rank correlation between the machine total and the human score (None, with the
 reason, under 3 pairs or when either side is constant), the ties and the disagreeing items. A
 re-score under new criteria gives the new hash its own numbers, over the same labels.

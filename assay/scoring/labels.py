@@ -19,8 +19,8 @@ annotator are a bad row (which one should win is the uploader's to say).
 from __future__ import annotations
 
 import csv
-import json
 import io
+import json
 import math
 import uuid
 from collections.abc import Iterator

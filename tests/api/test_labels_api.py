@@ -12,7 +12,14 @@ from scipy import stats
 from sqlalchemy import select, update
 
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import CalibrationRun, CriteriaDefinition, Item, Label, Score, utcnow
+from assay.scoring.store.models import (
+    CalibrationRun,
+    CriteriaDefinition,
+    Item,
+    Label,
+    Score,
+    utcnow,
+)
 from assay.settings import get_settings
 
 # Machine verdicts under the kql suite's criteria (threshold 0.9): external id -> (total, passed).
@@ -38,7 +45,8 @@ def scored(api_client, monkeypatch):
                 Score.batch_id == uuid.UUID(batch_id)
             )
         ).all()
-        for score_id, external_id, criteria_hash in rows:
+        [criteria_hash] = {row.criteria_hash for row in rows}
+        for score_id, external_id, _ in rows:
             total, passed = MACHINE[external_id]
             session.execute(
                 update(Score)
@@ -78,7 +86,7 @@ def first_labels(items) -> str:
 
 
 def test_csv_labels_and_the_agreement_they_give(scored):
-    client, batch_id, items, criteria_hash = scored
+    client, _, items, criteria_hash = scored
     r = post_labels(client, first_labels(items), "text/csv")
     assert r.status_code == 200, r.text
     assert r.json() == {"suite": "kql", "accepted": 10, "created": 10, "replaced": 0, "rejected": 0, "bad_lines": []}
@@ -120,7 +128,7 @@ def test_csv_labels_and_the_agreement_they_give(scored):
 
 
 def test_a_new_criteria_hash_has_its_own_agreement_and_calibration_scores_stay_out(scored):
-    client, batch_id, items, criteria_hash = scored
+    client, _, items, criteria_hash = scored
     assert post_labels(client, first_labels(items), "text/csv").status_code == 200
     with transaction() as session:
         content = dict(session.get(CriteriaDefinition, criteria_hash).criteria_content) | {"threshold": 0.5}
@@ -200,7 +208,7 @@ def test_bad_rows_are_listed_with_their_line_numbers_and_nothing_is_stored(score
     # JSONL: NaN is not JSON, an array is not an object, unknown fields are named.
     jsonl = "\n".join([
         json.dumps({"item_id": str(q1), "passed": True, "annotator": "hal"}),
-        '{"item_id": "%s", "score": NaN}' % q1,
+        f'{{"item_id": "{q1}", "score": NaN}}',
         "[1]",
         json.dumps({"item_id": str(q1), "passed": True, "annotater": "typo"}),
         json.dumps({"item_id": str(q1), "passed": "yes"}),
@@ -239,7 +247,7 @@ def test_the_cli_pushes_labels_and_prints_the_agreement(scored, tmp_path, monkey
 
     from assay import cli
 
-    client, batch_id, items, criteria_hash = scored
+    client, _, items, criteria_hash = scored
     monkeypatch.setattr(cli, "_client", lambda api_url, api_key: client)
     runner = CliRunner()
     labels_file = tmp_path / "labels.csv"
