@@ -8,6 +8,11 @@ rubric judge component its ``<name>_reasoning`` and its answer: ``<name>_verdict
 scale value, true/false or the label) or, for a ``criteria`` verdict, ``<name>.<criterion>`` (the
 criterion's scale value) and ``<name>.<criterion>_reasoning`` per criterion. A kind's row is followed by
 four columns that say which result it is: ``Position``, ``External ID``, ``Item ID``, ``Score ID``.
+Every report ends with the human verdict columns (``assay.scoring.review.HUMAN_COLUMNS``): the item's
+latest review in the suite (``human_reviewer``, ``human_passed``, ``human_score``, ``human_comment``,
+``human_reviewed_at``), how many labels it has (``human_labels``) and their majority
+(``human_majority``: pass, fail or tie). They sit beside the machine verdict; the summary's pass
+rate and every other aggregate count only the machine score.
 
 - JSON: one document, ``{"batch": ..., "summary": ..., "columns": [...], "rows": [...]}``, streamed.
 - CSV: a header and one line per result, streamed through ``assay.scoring.csv_writer`` (the one CSV
@@ -38,6 +43,7 @@ from assay.scoring import csv_writer
 from assay.scoring.criteria import load_criteria
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.pipeline import batch_summary
+from assay.scoring.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
 from assay.scoring.store.models import Score, ScoreComponent
 from assay.scoring.suites import ComponentSpec, Criteria, RubricJudge
 from assay.scoring.views import batch_view
@@ -99,14 +105,14 @@ def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
 def _columns(kind: Kind, criteria: Criteria) -> list[str]:
     named = getattr(kind, "report_columns", None)
     if named:
-        return [*named, *ID_COLUMNS]
+        return [*named, *ID_COLUMNS, *HUMAN_COLUMNS]
     if kind.report_row is not None:
         # The kind's module may declare its columns (KQL's ``REPORT_COLUMNS``); else the first row says.
         declared = getattr(importlib.import_module(kind.report_row.__module__), "REPORT_COLUMNS", None)
         if declared:
-            return [*declared, *ID_COLUMNS]
+            return [*declared, *ID_COLUMNS, *HUMAN_COLUMNS]
         return []  # learnt from the first row
-    return generic_columns(criteria)
+    return [*generic_columns(criteria), *HUMAN_COLUMNS]
 
 
 # --- columns derived from the suite's components (kinds without their own report) --------------------------
@@ -196,8 +202,14 @@ def report_row(score: Score, kind: Kind, criteria: Criteria) -> dict[str, Any]:
 
 
 def _rows(ctx: ReportContext, scores: Iterable[Score]) -> Iterator[dict[str, Any]]:
-    for score in scores:
-        yield report_row(score, ctx.kind, ctx.criteria)
+    """The report rows; with the human verdict columns when the context's columns name them (or are
+    learnt from the first row), as ``open_report``'s always do."""
+    if ctx.columns and HUMAN_COLUMNS[0] not in ctx.columns:
+        for score in scores:
+            yield report_row(score, ctx.kind, ctx.criteria)
+        return
+    for score, human in with_human_verdicts(scores):
+        yield {**report_row(score, ctx.kind, ctx.criteria), **human_cells(human)}
 
 
 # --- JSON -------------------------------------------------------------------------------------------------

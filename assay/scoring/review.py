@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from assay.scoring.errors import Conflict, InvalidInput, NotFound
 from assay.scoring.store.db import dialect_insert
@@ -500,18 +500,30 @@ def human_verdicts(session: Session, suite_name: str, item_ids: Iterable[uuid.UU
 
 
 def with_human_verdicts(
-    session: Session, scores: Iterable[Score], *, chunk: int = 500
+    scores: Iterable[Score], *, session: Session | None = None, chunk: int = 500
 ) -> Iterator[tuple[Score, HumanVerdict | None]]:
-    """Each score with its item's human verdict in the score's suite, looked up a chunk at a time."""
+    """Each score with its item's human verdict in the score's suite, looked up a chunk at a time
+    (flat memory for a streamed export). ``session``: where to look; by default the session a chunk's
+    first score belonged to when it was read (taken then: a keyset reader such as
+    ``batches.iter_results`` detaches its rows once it moves on). Scores that belong to no session
+    get no verdict."""
     it = iter(scores)
     while True:
-        block = list(islice(it, chunk))
+        block: list[Score] = []
+        reader = session
+        for score in islice(it, chunk):
+            block.append(score)
+            if reader is None:
+                reader = object_session(score)
         if not block:
             return
+        if reader is None:
+            yield from ((s, None) for s in block)
+            continue
         by_suite: dict[str, list[uuid.UUID]] = {}
         for s in block:
             by_suite.setdefault(s.suite_name, []).append(s.item_id)
-        verdicts = {suite: human_verdicts(session, suite, ids) for suite, ids in by_suite.items()}
+        verdicts = {suite: human_verdicts(reader, suite, ids) for suite, ids in by_suite.items()}
         for s in block:
             yield s, verdicts[s.suite_name].get(s.item_id)
 

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from openpyxl import load_workbook
 
+from assay.scoring.review import HUMAN_COLUMNS
 from tests.conftest import API_KEY, REPO
 from tests.dashboard.support import judge_runtime, make_app, score_in_process
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -22,7 +23,10 @@ DESIGN_000 = [
     "Results Match Score", "LLM Grading Score", "LLM Reasoning",
 ]
 KQL_COLUMNS = DESIGN_000 + ["Prompt", "Generated Query", "Expected Query", "Execution Error", "Pass Blocker",
-                            "Position", "External ID", "Item ID", "Score ID"]
+                            "Position", "External ID", "Item ID", "Score ID",
+                            # the human verdict beside the machine one (assay.scoring.review)
+                            "human_reviewer", "human_passed", "human_score", "human_comment", "human_reviewed_at",
+                            "human_labels", "human_majority"]
 HOSTILE_PROMPT = '=HYPERLINK("http://127.0.0.1/x","click")'
 
 
@@ -167,10 +171,11 @@ def test_each_kind_names_its_columns(client):
         score_in_process(batch_id, judge_runtime(fake.base_url))
     doc = client.get(f"/api/v1/batches/{batch_id}/report.json").json()
     ids = ["Position", "External ID", "Item ID", "Score ID"]
+    human = list(HUMAN_COLUMNS)
     if declared:
-        assert doc["columns"] == [*declared, *ids]
+        assert doc["columns"] == [*declared, *ids, *human]
     else:  # learnt from the first row
-        assert doc["columns"][-4:] == ids and len(doc["columns"]) > 4
+        assert doc["columns"][-11:] == [*ids, *human] and len(doc["columns"]) > 11
     assert len(doc["rows"]) == 1 and list(doc["rows"][0]) == doc["columns"]
     assert doc["rows"][0]["External ID"] == "report-s1"
     assert "Total Score" in doc["columns"] and "Score ID" in doc["columns"]

@@ -125,3 +125,53 @@ def test_prometheus_gauge_counts_open_entries_per_suite(api_client):
     entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
     assert api_client.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True}).status_code == 201
     assert 'assay_review_queue_open{suite="kql"} 1.0' in api_client.get("/metrics").text
+
+
+def test_every_export_carries_the_human_verdict_beside_the_machine_one(api_client):
+    import csv
+    import io
+    import json
+
+    from openpyxl import load_workbook
+
+    (reviewed, unreviewed) = _queued(2)
+    with transaction() as s:
+        batch_id = s.get(Score, reviewed).batch_id
+    entries = {e["score_id"]: e["entry_id"] for e in api_client.get("/api/v1/suites/kql/review-queue").json()["entries"]}
+    made = api_client.post(f"/api/v1/review-queue/{entries[str(reviewed)]}/review", json={"passed": False, "score": 0.25, "comment": "=no"})
+    assert made.status_code == 201
+
+    def check(row, score_id, get):
+        if score_id == str(reviewed):
+            assert get(row, "human_reviewer") == API_KEY_NAME and get(row, "human_passed") in (False, "False")
+            assert get(row, "human_score") in (0.25, "0.25") and get(row, "human_labels") in (1, "1")
+            assert get(row, "human_majority") == "fail"
+        else:
+            assert get(row, "human_reviewer") in (None, "") and get(row, "human_labels") in (0, "0")
+
+    report = api_client.get(f"/api/v1/batches/{batch_id}/report.json").json()
+    assert report["columns"][-7:] == ["human_reviewer", "human_passed", "human_score", "human_comment",
+                                      "human_reviewed_at", "human_labels", "human_majority"]
+    assert report["summary"]["pass_rate"] == 1.0  # machine verdicts only
+    for row in report["rows"]:
+        check(row, row["Score ID"], lambda r, k: r[k])
+
+    rows = list(csv.DictReader(io.StringIO(api_client.get(f"/api/v1/batches/{batch_id}/report.csv").text)))
+    for row in rows:
+        check(row, row["Score ID"], lambda r, k: r[k])
+    assert next(r for r in rows if r["Score ID"] == str(reviewed))["human_comment"] == "'=no"  # the formula guard
+
+    book = load_workbook(io.BytesIO(api_client.get(f"/api/v1/batches/{batch_id}/report.xlsx").content), read_only=True)
+    header, *cells = [[c.value for c in row] for row in book["Results"].iter_rows()]
+    for values in cells:
+        values = [*values, *[None] * (len(header) - len(values))]  # read-only mode drops trailing empty cells
+        row = dict(zip(header, values, strict=True))
+        check(row, row["Score ID"], lambda r, k: r[k])
+
+    exported = list(csv.DictReader(io.StringIO(api_client.get(f"/api/v1/batches/{batch_id}/results?format=csv").text)))
+    assert len(exported) == 2 and all("human_passed" in r for r in exported)
+    for row, score_id in zip(exported, (reviewed, unreviewed), strict=True):  # position order; kql's rows name no id
+        check(row, str(score_id), lambda r, k: r[k])
+    lines = [json.loads(line) for line in api_client.get(f"/api/v1/batches/{batch_id}/results?format=jsonl").text.splitlines()]
+    for line in lines:
+        check(line["human"], line["score_id"], lambda r, k: r[k])

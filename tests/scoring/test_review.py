@@ -14,7 +14,14 @@ from assay.scoring import review
 from assay.scoring.errors import Conflict, CriteriaError, InvalidInput, NotFound
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import Batch, Label, Review, ReviewQueueEntry, Score, SuiteRecord
+from assay.scoring.store.models import (
+    Batch,
+    Label,
+    Review,
+    ReviewQueueEntry,
+    Score,
+    SuiteRecord,
+)
 from assay.scoring.suites import ReviewRules, parse_suite
 from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 

@@ -14,10 +14,18 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import selectinload
 
 from assay.api.dashboard import queries as q
-from assay.api.dashboard.routes import PAGE_SIZE, Viewer, _payload_fields, render, templates, viewer
+from assay.api.dashboard.routes import (
+    PAGE_SIZE,
+    Viewer,
+    _payload_fields,
+    render,
+    templates,
+    viewer,
+)
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.scoring import review as svc
@@ -41,7 +49,7 @@ def review_nav() -> list[tuple[str, int]]:
     try:
         with transaction() as session:
             return list(svc.open_counts(session).items())
-    except Exception as exc:
+    except SQLAlchemyError as exc:
         log.warning("dashboard: cannot read the review queue for the navigation: %s", exc)
         return []
 

@@ -28,6 +28,7 @@ from assay.scoring.idempotency import IdempotencyKey
 from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.reports import generic_columns, generic_row
+from assay.scoring.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES
 from assay.scoring.suites import Criteria
@@ -291,7 +292,7 @@ def results(
         datetime | None,
         Query(description="Only results finished after this time, oldest first (to follow a running batch)"),
     ] = None,
-    format: Annotated[Literal["json", "jsonl", "csv"], Query(description="json: a page; jsonl/csv: every result, streamed")] = "json",
+    format: Annotated[Literal["json", "jsonl", "csv"], Query(description="json: a page; jsonl/csv: every result, streamed, with the human verdict (human_* columns)")] = "json",
 ) -> Any:
     with transaction() as session:
         batch = svc.get_batch(session, batch_id)
@@ -323,21 +324,26 @@ def results(
 
 def _export(batch_id: uuid.UUID, status: str, fmt: str, criteria: Criteria, kind: Kind) -> Iterator[str]:
     """Every result, streamed: JSONL (full views, plus the kind's report columns) or CSV (the kind's
-    report columns when it names them, else the columns derived from the suite's components)."""
+    report columns when it names them, else the columns derived from the suite's components), each
+    with the human verdict beside the machine one (``human`` in JSONL, the ``human_*`` columns in CSV)."""
     session = new_session()
     try:
-        rows = svc.iter_results(session, batch_id, status=status)
+        rows = with_human_verdicts(svc.iter_results(session, batch_id, status=status), session=session)
         if fmt == "jsonl":
-            for score in rows:
+            for score, human in rows:
                 view = score_view(score, threshold=criteria.threshold)
                 if kind.report_row is not None:
                     view["report"] = kind.report_row(score)
+                view["human"] = human_cells(human)
                 yield json.dumps(view) + "\n"
             return
         if kind.report_row is not None:
-            yield from csv_chunks(kind.report_row(score) for score in rows)
+            yield from csv_chunks({**kind.report_row(score), **human_cells(human)} for score, human in rows)
         else:
-            yield from csv_chunks((generic_row(score, criteria) for score in rows), generic_columns(criteria))
+            yield from csv_chunks(
+                ({**generic_row(score, criteria), **human_cells(human)} for score, human in rows),
+                [*generic_columns(criteria), *HUMAN_COLUMNS],
+            )
     finally:
         session.close()
 

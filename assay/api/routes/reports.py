@@ -24,7 +24,10 @@ REPORT_DOC = """Every result of the batch (pending ones too, as `PENDING`), one 
 report columns: for KQL suites design 000's `Total Score`, `Score Status`, `Schema Match Score`,
 `Semantic Similarity Score`, `Results Match Score`, `LLM Grading Score`, `LLM Reasoning`, then
 `Prompt`, `Generated Query`, `Expected Query`, `Execution Error`; then `Position`, `External ID`,
-`Item ID`, `Score ID`. Written a chunk of results at a time, so memory stays flat for big batches."""
+`Item ID`, `Score ID`; then the human verdict beside the machine one: `human_reviewer`, `human_passed`,
+`human_score`, `human_comment`, `human_reviewed_at` (the item's latest review in the suite),
+`human_labels` and `human_majority` (pass, fail or tie over its labels). The summary counts only
+machine verdicts. Written a chunk of results at a time, so memory stays flat for big batches."""
 
 
 def _context(batch_id: uuid.UUID) -> reports.ReportContext:
