@@ -439,20 +439,19 @@ def results(
 
 def _diff_summary_table(diff: dict[str, Any]) -> Table:
     s = diff["summary"]
-
-    def mean(value: float | None, signed: bool = False) -> str:
-        return "–" if value is None else f"{value:+.3f}" if signed else f"{value:.3f}"
-
     table = Table(title=f"criteria {diff['from_hash'][:12]}… → {diff['to_hash'][:12]}… · suite {diff['suite'] or 'any'}")
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_row("items compared", str(s["items_compared"]))
     table.add_row("only under from / only under to", f"{s['items_only_from']} / {s['items_only_to']}")
-    table.add_row("mean total old → new", f"{mean(s['mean_old_total'])} → {mean(s['mean_new_total'])}")
-    table.add_row("mean delta", mean(s["mean_delta"], signed=True))
-    table.add_row("pass→fail / fail→pass", f"{s['pass_to_fail']} / {s['fail_to_pass']}")
+    table.add_row("mean total old → new", f"{_mean(s['mean_old_total'])} → {_mean(s['mean_new_total'])}")
+    table.add_row("mean delta [95 % CI]", _difference_cell({**s, "mean_difference": s["mean_delta"]}))
+    table.add_row("wins / ties / losses of to", f"{s['wins']} / {s['ties']} / {s['losses']}")
+    table.add_row("pass→fail / fail→pass", f"{s['pass_to_fail']} / {s['fail_to_pass']} · McNemar p = {s['mcnemar_p_value']:.4g}")
     for c in s["components"]:
-        table.add_row(f"{c['component']} shift (n={c['n']})", mean(c["mean_shift"], signed=True))
+        table.add_row(f"{escape(c['component'])} shift (n={c['n']})", _difference_cell({**c, "mean_difference": c["mean_shift"]}))
+    if s["item_noise_floor"] is not None:
+        table.add_row("per-item noise floor", f"±{s['item_noise_floor']:.3f}")
     for side in ("from", "to"):
         if s[f"components_only_{side}"]:
             table.add_row(f"components only under {side}", ", ".join(s[f"components_only_{side}"]))
@@ -467,10 +466,11 @@ def _diff_items_table(title: str, items: list[dict[str, Any]]) -> Table:
     for name in ("old", "new", "delta"):
         table.add_column(name, justify="right")
     table.add_column("flip")
+    table.add_column("beyond noise")
     for i in items:
         table.add_row(
             escape(i["external_id"] or i["item_id"]),  # user text, not markup
-            f"{i['old_total']:.3f}", f"{i['new_total']:.3f}", f"{i['delta']:+.3f}", i["flip"] or "",
+            f"{i['old_total']:.3f}", f"{i['new_total']:.3f}", f"{i['delta']:+.3f}", i["flip"] or "", _beyond(i["beyond_noise"]),
         )
     return table
 
@@ -490,9 +490,11 @@ def diff(
     """Compare the scores of two criteria hashes over the items scored under both.
 
     Counts the latest completed score per item and hash. Prints the items compared (and those scored
-    under only one hash), mean totals and delta, pass→fail and fail→pass flips, the mean shift of each
-    component the two criteria share and the cost of the new run; then the items whose total moved
-    most and the items that flipped.
+    under only one hash), mean totals and delta with its bootstrap 95 % interval, wins / ties / losses,
+    pass→fail and fail→pass flips with McNemar's exact test, the mean shift of each component the two
+    criteria share with its interval, the judge's noise floor beside each mean (or "no noise floor
+    measured" without `assay calibrate` on both hashes) and the cost of the new run; then the items
+    whose total moved most and the items that flipped.
     """
     import httpx
 
@@ -581,6 +583,11 @@ def _mean(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
+def _beyond(flag: bool | None) -> str:
+    """An item's change against the per-item noise floor: yes, no, or – (not measured)."""
+    return "–" if flag is None else "yes" if flag else "no"
+
+
 def _pairs_table(title: str, pairs: list[dict[str, Any]]) -> Table:
     table = Table(title=title)
     table.add_column("item")
@@ -589,9 +596,9 @@ def _pairs_table(title: str, pairs: list[dict[str, Any]]) -> Table:
     table.add_column("flip")
     table.add_column("beyond noise")
     for p in pairs:
-        beyond = "–" if p["beyond_noise"] is None else "yes" if p["beyond_noise"] else "no"
         table.add_row(
-            escape(p["external_id"]), f"{p['a_total']:.3f}", f"{p['b_total']:.3f}", f"{p['delta']:+.3f}", p["flip"] or "", beyond
+            escape(p["external_id"]), f"{p['a_total']:.3f}", f"{p['b_total']:.3f}", f"{p['delta']:+.3f}", p["flip"] or "",
+            _beyond(p["beyond_noise"]),
         )
     return table
 

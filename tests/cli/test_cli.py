@@ -165,12 +165,13 @@ def test_diff_prints_aggregates_and_flips_and_writes_csv(api_server, tmp_path):
     lines = [" ".join(line.replace("│", " ").split()) for line in result.stderr.splitlines()]
     for expected in [
         "items compared 4", "only under from / only under to 1 / 1", "mean total old → new 0.625 → 0.688",
-        "mean delta +0.062", "pass→fail / fail→pass 1 / 1", "a shift (n=4) +0.125", "b shift (n=2) -0.250",
-        "cost of the run (USD) 1.3750", "largest |delta| (1 of 4)", "q2 1.000 0.500 -0.500 pass→fail", "flips (1 of 2)",
+        "mean delta [95 % CI] +0.062 [", "pass→fail / fail→pass 1 / 1 · McNemar p = 1", "a shift (n=4) +0.125 [",
+        "b shift (n=2) -0.250 [-0.500, +0.000] · no noise floor measured", "wins / ties / losses of to 3 / 0 / 1",
+        "cost of the run (USD) 1.3750", "largest |delta| (1 of 4)", "q2 1.000 0.500 -0.500 pass→fail –", "flips (1 of 2)",
     ]:
         assert any(expected in line for line in lines), (expected, result.stderr)
     rows = out.read_text().splitlines()
-    assert rows[0] == "item_id,external_id,old_total,new_total,delta,old_passed,new_passed,flip"
+    assert rows[0] == "item_id,external_id,old_total,new_total,delta,old_passed,new_passed,flip,beyond_noise"
     assert len(rows) == 5
     unknown = assay("diff", "--suite", "s1", "--from", OLD, "--to", "deadbeef", env=env)
     assert unknown.returncode == 1 and "404" in unknown.stderr and "deadbeef" in unknown.stderr
