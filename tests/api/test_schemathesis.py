@@ -26,6 +26,7 @@ def api_schema(clean_db, monkeypatch):
     monkeypatch.setattr("assay.api.routes.score_query.MAX_WAIT_SECONDS", 0.0)
     monkeypatch.setattr("assay.api.routes.sessions.publish_components", lambda refs: None)
     monkeypatch.setattr("assay.api.routes.sessions.start_planner", lambda batch_id: None)
+    monkeypatch.setattr("assay.api.routes.calibration.start_planner", lambda batch_id: None)
     return schemathesis.openapi.from_asgi("/openapi.json", create_app())
 
 
