@@ -175,3 +175,31 @@ def test_every_export_carries_the_human_verdict_beside_the_machine_one(api_clien
     lines = [json.loads(line) for line in api_client.get(f"/api/v1/batches/{batch_id}/results?format=jsonl").text.splitlines()]
     for line in lines:
         check(line["human"], line["score_id"], lambda r, k: r[k])
+
+
+API_SUITE = """
+name: ruled_api_suite
+kind: generic
+threshold: 0.5
+components:
+  exact: {weight: 1.0, metric: exact_match, version: 1}
+"""
+
+
+def test_an_api_suite_changing_only_its_review_rules_keeps_its_criteria_hash(api_client):
+    headers = {"Content-Type": "application/yaml"}
+    first = api_client.post("/api/v1/suites", content=API_SUITE, headers=headers)
+    assert first.status_code in (200, 201), first.text
+    ruled = api_client.post("/api/v1/suites", content=API_SUITE + "review: {near_threshold: 0.1, random_share: 0.5}\n", headers=headers)
+    assert ruled.status_code in (200, 201), ruled.text
+    old, new = first.json()["version"], ruled.json()["version"]
+    assert ruled.json()["created"] and new["version"] == old["version"] + 1  # a new version ...
+    assert new["criteria_hash"] == old["criteria_hash"]  # ... under the same criteria: nothing restales
+    with transaction() as s:
+        assert s.get(SuiteRecord, "ruled_api_suite").options["review"]["random_share"] == 0.5
+    bad = api_client.post(
+        "/api/v1/suites",
+        content=API_SUITE + "review: {disagreement: [{components: [exact, nope], more_than: 0.2}]}\n",
+        headers=headers,
+    )
+    assert bad.status_code == 422 and "not components of this suite" in bad.text
