@@ -1,0 +1,122 @@
+"""The compare page without a browser, on the known case of tests/scoring/test_compare.py: the report,
+the batch picker, mistakes, sign-in."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from html import unescape
+
+import pytest
+from fastapi.testclient import TestClient
+
+from assay.scoring import compare
+from assay.scoring.store.db import transaction
+from assay.scoring.store.models import Batch, SuiteRecord
+from tests.conftest import API_KEY
+from tests.dashboard.support import make_app
+from tests.scoring.test_compare import H, add_noise, seed
+
+
+@pytest.fixture
+def client(clean_db):
+    compare.clear_cache()
+    with TestClient(make_app(), base_url="https://testserver", follow_redirects=False) as c:
+        yield c
+
+
+@pytest.fixture
+def signed_in(client):
+    r = client.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+    assert r.status_code == 303, r.text
+    return client
+
+
+@pytest.fixture
+def batches():
+    with transaction() as session:
+        a, b = seed(session)
+        add_noise(session, H, {"__total__": 0.1})
+    return str(a), str(b)
+
+
+def _text(html: str) -> str:
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def test_report(signed_in, batches):
+    a, b = batches
+    r = signed_in.get("/dashboard/compare", params={"a": a, "b": b})
+    assert r.status_code == 200, r.text
+    text = _text(r.text)
+    assert "Matched 7 Paired 5 Excluded 2" in text
+    assert "Wins / ties / losses of b 3 / 1 / 1" in text
+    assert "McNemar (pass→fail / fail→pass) 1 / 1 · p = 1" in text
+    assert "Total 5 0.650 0.700 +0.050 [" in text
+    assert "±0.124 within noise" in text  # 1.96·0.1·√(2/5)
+    assert "Per-item noise floor ±0.277" in text
+    assert "no noise floor measured" in text  # component a and b have no σw
+    assert f'href="/api/v1/compare?a={a}&amp;b={b}&amp;format=csv"' in r.text
+    moved = r.text.split('id="compare-moved"')[1].split("</table>")[0]
+    assert re.findall(r'data-external-id="([^"]+)"', moved) == ["e2", "e1", "e3", "e4", "e10"]
+    assert "beyond noise" in moved  # e2 moved 0.5 > 0.277
+    flipped = r.text.split('id="compare-flipped"')[1].split("</table>")[0]
+    assert re.findall(r'data-external-id="([^"]+)"', flipped) == ["e1", "e2"]
+
+
+def test_warnings_are_shown(signed_in):
+    with transaction() as session:
+        a, b = seed(session, b_suite="s2")
+    text = _text(signed_in.get("/dashboard/compare", params={"a": str(a), "b": str(b)}).text)
+    assert "Warning: the batches belong to different suites ('s1' and 's2')" in text
+
+
+def test_picker_lists_the_suites_other_batches(signed_in, batches):
+    a, b = batches
+    r = signed_in.get("/dashboard/compare", params={"a": a})
+    assert r.status_code == 200
+    assert f'href="/dashboard/compare?a={a}&amp;b={b}"' in r.text
+    assert f"?a={a}&amp;b={a}" not in r.text
+
+
+def test_the_batch_page_links_to_it(signed_in):
+    with transaction() as session:
+        kql = session.get(SuiteRecord, "kql")
+        batch = Batch(suite_name="kql", criteria_hash=kql.current_criteria_hash, status="completed", created_by="t", total_items=0)
+        session.add(batch)
+        session.flush()
+        batch_id = str(batch.id)
+    r = signed_in.get(f"/dashboard/batches/{batch_id}")
+    assert r.status_code == 200, r.text
+    assert f'href="/dashboard/compare?a={batch_id}" id="compare-with"' in r.text
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "message"),
+    [
+        ({"a": "nope", "b": None}, 400, "&#39;a&#39; is not a batch id"),
+        ({"b": "a" * 64}, 400, "&#39;b&#39; is not a batch id"),
+        ({"b": "A"}, 400, "the same batch"),
+        ({"b": "missing"}, 404, "There is no batch "),
+    ],
+)
+def test_mistakes(signed_in, batches, params, status, message):
+    a, b = batches
+    query = {"a": a, "b": b, **params}
+    if query["b"] == "A":
+        query["b"] = a
+    if query["b"] == "missing":
+        query["b"] = str(uuid.uuid4())
+    r = signed_in.get("/dashboard/compare", params={k: v for k, v in query.items() if v is not None})
+    assert r.status_code == status
+    assert message in r.text
+
+
+def test_too_long_a_parameter_is_refused(signed_in, batches):
+    assert signed_in.get("/dashboard/compare", params={"a": "x" * 65}).status_code == 422
+
+
+def test_needs_sign_in(client, batches):
+    a, b = batches
+    r = client.get("/dashboard/compare", params={"a": a, "b": b})
+    assert r.status_code in (302, 303, 307) and "/dashboard/sign-in" in r.headers["location"]
