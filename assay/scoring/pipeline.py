@@ -279,7 +279,11 @@ def carried_results(session: Session, score_ids: Sequence[uuid.UUID]) -> dict[tu
         select(new.c.id, new.c.criteria_hash, latest_finished_score(new.c.item_id, new.c.suite_name).label("prev"))
         .where(new.c.id.in_(list(score_ids)))
     ).all()
-    wanted = {pair.prev: pair for pair in pairs if pair.prev is not None}
+    # Several new scores may share one previous score (a calibration's repeats of one item).
+    wanted: dict[uuid.UUID, list[Any]] = {}
+    for pair in pairs:
+        if pair.prev is not None:
+            wanted.setdefault(pair.prev, []).append(pair)
     if not wanted:
         return {}
     landed = session.execute(
@@ -305,13 +309,13 @@ def carried_results(session: Session, score_ids: Sequence[uuid.UUID]) -> dict[tu
 
     out: dict[tuple[uuid.UUID, str], CarriedResult] = {}
     for comp in landed:
-        new_score = wanted[comp.score_id]
-        mine = fingerprint(new_score.criteria_hash, comp.component)
-        if mine is not None and mine == fingerprint(comp.criteria_hash, comp.component):
-            out[(new_score.id, comp.component)] = CarriedResult(
-                comp.status, comp.score, comp.details, comp.reason, comp.raw_output,
-                comp.carried_over_from or comp.score_id,
-            )
+        for new_score in wanted[comp.score_id]:
+            mine = fingerprint(new_score.criteria_hash, comp.component)
+            if mine is not None and mine == fingerprint(comp.criteria_hash, comp.component):
+                out[(new_score.id, comp.component)] = CarriedResult(
+                    comp.status, comp.score, comp.details, comp.reason, comp.raw_output,
+                    comp.carried_over_from or comp.score_id,
+                )
     return out
 
 

@@ -21,7 +21,7 @@ from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, CalibrationRun, Score, ScoreComponent
 from assay.scoring.suites import load_model_catalog
 from assay.settings import get_settings
-from tests.scoring.test_pipeline import make_batch, plan_all
+from tests.scoring.test_pipeline import make_batch
 from tests.scoring.test_rescore import complete_all
 
 CATALOG = load_model_catalog(get_settings().config_dir)
@@ -150,7 +150,11 @@ JUDGE = [[0.2, 0.4, 0.9], [1.0, 1.0, 1.0], [0.0, 0.5, None]]
 def test_judges_are_asked_every_repeat_metrics_carry_and_the_noise_is_stored(clean_db):
     scored_items(3)
     run_id, batch_id = start(3, 3)
-    refs = plan_all(batch_id)
+    # One chunk holds every repeat of an item: each must carry the metrics from the same machine score.
+    refs = []
+    for _ in range(2):
+        with transaction() as s:
+            refs += pipeline.plan_chunk(s, batch_id, chunk_size=100).refs
     # kql: three metrics (carried from each item's machine score) and one judge (never carried).
     assert {ref.component for ref in refs} == {"llm_grading"} and len(refs) == 9
     with transaction() as s:
