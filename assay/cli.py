@@ -379,6 +379,85 @@ def rescore(
             console.print(_summary_table(_watch(client, out["batch_id"], live=False)))
 
 
+def _noise_table(floor: dict[str, Any]) -> Table:
+    table = Table(title=f"judge noise · criteria {floor['criteria_hash'][:12]} · run {floor['calibration_run_id'][:8]}")
+    for column in ("component", "σw", "items"):
+        table.add_column(column)
+
+    def sigma(value: float | None) -> str:
+        return f"{value:.4f}" if value is not None else "—"
+
+    for name, value in floor["sigma_w"].items():
+        table.add_row(name, sigma(value), str(floor["items_by_component"].get(name, 0)))
+    table.add_row("total", sigma(floor["sigma_w_total"]), str(floor["items"]))
+    flips = floor["flip_share"]
+    table.caption = (
+        f"{floor['repeats']} repeats per item; pass/fail flipped on "
+        + (f"{100 * flips:.1f}% of items" if flips is not None else "— (no item had two completed repeats)")
+    )
+    return table
+
+
+@cli.command()
+def calibrate(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose judge noise to measure (current criteria).")],
+    sample: Annotated[int, typer.Option(min=1, max=1000, help="Stored items to judge (chosen by item id hash).")],
+    repeats: Annotated[int, typer.Option(min=2, max=20, help="Times each item is judged.")],
+    budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
+    lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
+    dry_run: Annotated[bool, typer.Option(help="Only print the sample size and the estimated calls, tokens, dollars.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait for the run to finish and print the noise it measured.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Measure the judge's noise: judge SAMPLE stored items of a suite REPEATS times each under its
+    current criteria (the same items every time: the smallest SHA-256 of suite and item id). When the
+    run's batch finishes, the pooled within-item standard deviation σw of each judge component and of
+    the total, and the share of items whose pass/fail flipped, are stored (`GET /api/v1/suites/{name}/noise`).
+    Prints the run's id."""
+    if lane not in ("realtime", "batch"):
+        _fail(f"--lane must be realtime or batch, not {lane!r}")
+    body = {"sample": sample, "repeats": repeats, "budget_usd": budget, "lane": lane, "dry_run": dry_run}
+    with _client(api_url, api_key) as client:
+        out = _request(client.post, f"/api/v1/suites/{suite}/calibrations", json=body)
+        console.print(f"suite {out['suite']} · criteria {out['criteria_hash'][:12]} · {out['sample']} item(s) × {out['repeats']}")
+        _print_estimate(out["estimate"], budget)
+        run = out["calibration"]
+        if run is None:
+            console.print("dry run: nothing was created")
+            return
+        console.print(f"calibration run [bold]{run['id']}[/bold] (batch {run['batch_id']})")
+        print(run["id"])
+        if not wait:
+            return
+        while run["status"] == "running":
+            time.sleep(1.0)
+            run = _request(client.get, f"/api/v1/suites/{out['suite']}/calibrations/{run['id']}")
+        if run["noise"] is None:
+            _fail(f"calibration run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a noise estimate", 1)
+        console.print(_noise_table(run["noise"]))
+
+
+@cli.command()
+def noise(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose measured judge noise to show.")],
+    criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (64 hex characters).")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """The judge's noise floor of each criteria hash of a suite (its latest calibration run)."""
+    with _client(api_url, api_key) as client:
+        out = _request(
+            client.get, f"/api/v1/suites/{suite}/noise", params={"criteria_hash": criteria_hash} if criteria_hash else None
+        )
+    if not out["noise"]:
+        console.print(out["note"])
+        return
+    for floor in out["noise"]:
+        current = " (current)" if floor["criteria_hash"] == out["current_criteria_hash"] else ""
+        console.print(_noise_table(floor), f"criteria {floor['criteria_hash']}{current}")
+
+
 @cli.command()
 def resume(
     batch_id: str,
