@@ -6,7 +6,8 @@ With ``repeat_spread=0.5`` the fake answers a 1-5 scale 3 + 2, 3 - 2, 3 + 2, ...
 so ±2 stays in range): the judge component scores 1, 0, 1 (normalised (v - 1) / 4) for every item.
 With K = 3 each item's sample variance is var([1, 0, 1], ddof=1) = 1/3, so σw(judge) = sqrt(1/3) and
 σw(total) = 0.5 · sqrt(1/3) (the metric is 1.0 every time, carried over). The total is 1.0 or 0.5
-against a 0.75 threshold: every item flips.
+against a 0.75 threshold: every item flips. The suite sends every machine score to the review queue
+(``random_share: 1``); the repeats never enter it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import yaml
 from sqlalchemy import select
 
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import Score, ScoreComponent
+from assay.scoring.store.models import ReviewQueueEntry, Score, ScoreComponent
 from tests.conftest import wait_for
 from tests.workers.test_end_to_end import wait_finished
 from tests.workers.test_rescore_e2e import judge_env
@@ -33,6 +34,8 @@ SUITE_BODY = yaml.safe_dump(
         "name": SUITE,
         "kind": "generic",
         "threshold": 0.75,
+        # Every finalized machine score enters the review queue; no calibration repeat may.
+        "review": {"random_share": 1.0},
         "components": {
             "exact": {"weight": 0.5, "metric": "exact_match", "version": 1},
             "quality": {
@@ -110,3 +113,7 @@ def test_calibration_measures_the_fakes_known_spread(api_client, live_worker_fac
     results = api_client.get(f"/api/v1/batches/{machine_batch}/results").json()["results"]
     item = api_client.get(f"/api/v1/items/{results[0]['item_id']}").json()
     assert len(item["scores"]) == 1
+    with transaction() as s:
+        queued = set(s.scalars(select(ReviewQueueEntry.score_id)))
+        machine = set(s.scalars(select(Score.id).where(Score.batch_id == uuid.UUID(machine_batch))))
+    assert queued == machine and len(queued) == len(ITEMS)
