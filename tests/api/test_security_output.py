@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import re
+import uuid
 from datetime import timedelta
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
@@ -19,7 +20,7 @@ from sqlalchemy import select
 
 from assay.scoring.csv_writer import csv_chunks, safe_cell
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import CriteriaDefinition, Score
+from assay.scoring.store.models import Batch, CriteriaDefinition, Score
 from tests.conftest import API_KEY, REPO
 from tests.dashboard.support import make_app, score_in_process
 
@@ -28,6 +29,7 @@ HOSTILE_IDS = ['=HYPERLINK("http://127.0.0.1/x","click")', "+1+1", "-2+3", "@SUM
 HOSTILE_PROMPT = "=cmd|' /C calc'!A0"
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 OTHER_HASH = hashlib.sha256(b"other criteria").hexdigest()
+OTHER_BATCH = uuid.UUID(int=21)  # carries the scores under OTHER_HASH, so batch compare has pairs to write
 
 
 def _is_number(cell: str) -> bool:
@@ -61,7 +63,8 @@ def client(clean_db, monkeypatch):
 @pytest.fixture
 def hostile_batch(client):
     """A KQL batch whose item ids and prompt are formulas, scored (judge skipped), and every one of its
-    items scored again under a second criteria hash, so the criteria diff has rows to write."""
+    items scored again under a second criteria hash (in batch OTHER_BATCH), so the criteria diff and
+    the batch comparison have rows to write."""
     template = json.loads((REPO / "examples" / "kql_items.jsonl").read_text().splitlines()[0])
     lines = [json.dumps(template | {"id": item_id, "prompt": HOSTILE_PROMPT}) for item_id in HOSTILE_IDS]
     r = client.post("/api/v1/batches?suite=kql", content="\n".join(lines).encode(),
@@ -75,9 +78,12 @@ def hostile_batch(client):
         first_hash = scores[0].criteria_hash
         session.add(CriteriaDefinition(criteria_hash=OTHER_HASH, criteria_content={"kind": "kql", "components": {}}))
         session.flush()
+        session.add(Batch(id=OTHER_BATCH, suite_name=scores[0].suite_name, criteria_hash=OTHER_HASH, status="completed",
+                          created_by="test", total_items=len(scores)))
+        session.flush()
         for s in scores:
             session.add(Score(
-                item_id=s.item_id, suite_name=s.suite_name, criteria_hash=OTHER_HASH, status="completed",
+                item_id=s.item_id, batch_id=OTHER_BATCH, suite_name=s.suite_name, criteria_hash=OTHER_HASH, status="completed",
                 total=(s.total or 0) / 2, passed=False, cost_usd=0.0, components_total=0, components_landed=0,
                 triggered_by="test", created_at=s.created_at, completed_at=s.completed_at + timedelta(seconds=1),
             ))
@@ -95,6 +101,9 @@ CSV_REQUESTS = {
     ),
     "/api/v1/criteria/diff": (
         lambda batch, h: ("/api/v1/criteria/diff", {"from": h, "to": OTHER_HASH, "format": "csv"}), HOSTILE_IDS
+    ),
+    "/api/v1/compare": (
+        lambda batch, h: ("/api/v1/compare", {"a": batch, "b": str(OTHER_BATCH), "format": "csv"}), HOSTILE_IDS
     ),
 }
 
