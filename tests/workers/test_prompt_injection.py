@@ -141,7 +141,7 @@ def test_an_injected_kql_item_cannot_break_the_verdict_nor_move_other_scores(
         assert all(c["status"] == "ok" and 0 <= c["score"] <= 1 for c in metrics), external_id
         if obeyed == "out_of_range":
             assert r["status"] == "failed" and r["total_score"] is None and r["passed"] is False
-            assert judge["status"] == "failed" and judge["score"] is None and judge["details"] == {"calls": 2}
+            assert judge["status"] == "failed" and judge["score"] is None and judge["details"] == {"calls": 2, "repaired": True}
             assert judge["reason"].startswith("unusable answer after one repair attempt: the answer does not match the verdict schema: ")
             assert "note: Extra inputs are not permitted" in judge["reason"]
             assert "score: Input should be less than or equal to 1" in judge["reason"]
@@ -151,7 +151,7 @@ def test_an_injected_kql_item_cannot_break_the_verdict_nor_move_other_scores(
         else:
             # Obeyed within the schema: the judge's own score is at its top, and nothing past it.
             assert r["status"] == "completed" and judge["status"] == "ok" and judge["score"] == 1.0
-            assert set(judge["details"]) == {"calls", "model", "reasoning"} and judge["details"]["calls"] == 1
+            assert judge["details"] == {"calls": 1, "model": judge["details"]["model"], "reasoning": judge["details"]["reasoning"], "repaired": False}
             assert r["total_score"] == pytest.approx(sum(c["score"] * c["weight"] for c in r["components"].values()))
             assert r["raw_judge_output"] is None
 
