@@ -575,8 +575,6 @@ def diff(
     measured" without `assay calibrate` on both hashes) and the cost of the new run; then the items
     whose total moved most and the items that flipped.
     """
-    import httpx
-
     params = {"suite": suite, "from": from_hash, "to": to_hash, "limit": limit}
     with _client(api_url, api_key) as client:
         moved = _request(client.get, "/api/v1/criteria/diff", params=params)
@@ -588,17 +586,24 @@ def diff(
             console.print(_diff_items_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"]))
         if csv_file is None:
             return
-        try:
-            with client.stream("GET", "/api/v1/criteria/diff", params={**params, "format": "csv"}) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _check(response)
-                with csv_file.open("w", newline="") as sink:
-                    for text in response.iter_text():
-                        sink.write(text)
-        except httpx.HTTPError as exc:
-            _fail(f"cannot reach the API: {exc}")
+        _download_csv(client, "/api/v1/criteria/diff", params, csv_file)
     console.print(f"{moved['summary']['items_compared']} compared items written to [bold]{csv_file}[/bold]")
+
+
+def _download_csv(client: Any, path: str, params: dict[str, Any], target: Path) -> None:
+    """Stream ``path``'s CSV export (``format=csv``) into ``target``."""
+    import httpx
+
+    try:
+        with client.stream("GET", path, params={**params, "format": "csv"}) as response:
+            if response.status_code >= 400:
+                response.read()
+                _check(response)
+            with target.open("w", newline="") as sink:
+                for text in response.iter_text():
+                    sink.write(text)
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach the API: {exc}")
 
 
 def _signed(value: float | None) -> str:
@@ -701,8 +706,6 @@ def compare(
     the judge's noise floor (or "no noise floor measured" without `assay calibrate`); then the items that
     moved most and those that flipped. Warns when the batches have different criteria or suites.
     """
-    import httpx
-
     params = {"a": batch_a, "b": batch_b}
     with _client(api_url, api_key) as client:
         report = _request(client.get, "/api/v1/compare", params=params)
@@ -718,16 +721,7 @@ def compare(
             console.print(_pairs_table(f"flipped ({len(flipped)} of {flips})", flipped))
         if csv_file is None:
             return
-        try:
-            with client.stream("GET", "/api/v1/compare", params={**params, "format": "csv"}) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _check(response)
-                with csv_file.open("w", newline="") as sink:
-                    for text in response.iter_text():
-                        sink.write(text)
-        except httpx.HTTPError as exc:
-            _fail(f"cannot reach the API: {exc}")
+        _download_csv(client, "/api/v1/compare", params, csv_file)
     console.print(f"every pair written to [bold]{csv_file}[/bold]")
 
 
