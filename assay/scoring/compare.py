@@ -30,12 +30,31 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import CTE, Select, and_, case, exists, func, literal, select, text
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    Select,
+    String,
+    Table,
+    Uuid,
+    and_,
+    any_,
+    case,
+    cast,
+    func,
+    select,
+    text,
+    type_coerce,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
 from assay.scoring import stats
@@ -158,82 +177,141 @@ def _status_label() -> Any:
     return case((and_(Score.status == "completed", Score.partial.is_(True)), "partial"), else_=Score.status)
 
 
-def _side_cte(batch_id: uuid.UUID, name: str) -> CTE:
-    """One row per machine score of the batch, with its external id's count inside the batch."""
-    return (
-        select(
-            Item.external_id.label("external_id"),
-            Score.item_id.label("item_id"),
-            Score.id.label("score_id"),
-            _state().label("state"),
-            _status_label().label("status"),
-            Score.total.label("total"),
-            Score.passed.label("passed"),
-            func.count().over(partition_by=Item.external_id).label("copies"),
-        )
+def _pick(column: Any, side: Any, postgres: bool) -> Any:
+    """The value of ``column`` for the side's score in an external id's group (meaningful when the side
+    has exactly one score there). PostgreSQL has no max() over uuid or boolean."""
+    if not postgres:
+        return func.max(column).filter(side)
+    if isinstance(column.type, Boolean):
+        return func.bool_or(column).filter(side)
+    if isinstance(column.type, Uuid):
+        return type_coerce(func.array_agg(column).filter(side), ARRAY(Uuid()))[1]
+    return func.max(column).filter(side)
+
+
+def _pairs_table(name: str) -> Table:
+    columns = [Column("external_id", String(255)), Column("na", Integer), Column("nb", Integer)]
+    for prefix in ("a", "b"):
+        columns += [
+            Column(f"{prefix}_score_id", Uuid), Column(f"{prefix}_item_id", Uuid),
+            Column(f"{prefix}_state", String(20)), Column(f"{prefix}_status", String(20)),
+            Column(f"{prefix}_total", Float), Column(f"{prefix}_passed", Boolean),
+        ]
+    return Table(name, MetaData(), *columns, prefixes=["TEMPORARY"], postgresql_on_commit="DROP")
+
+
+@contextmanager
+def _grouped(session: Session, batch_a: uuid.UUID, batch_b: uuid.UUID) -> Iterator[Table]:
+    """ONE row per external id over both batches' machine scores, materialized for the request.
+
+    Each row holds how many scores each batch has under that external id (``na``, ``nb``) and, for a
+    side with one, that score's id, item, state, status, total and verdict. The scores without an
+    external id fall in the one row whose ``external_id`` is NULL (counted apart, never matched). The
+    grouping is a single hash aggregate over the two batches' scores: linear, whatever the planner's
+    estimates; every count, array and list of the report reads this table (a temporary table, dropped
+    at the end, and on PostgreSQL at commit too)."""
+    postgres = session.get_bind().dialect.name == "postgresql"
+    table = _pairs_table(f"compare_pairs_{uuid.uuid4().hex[:16]}")
+    sides = {"a": Score.batch_id == batch_a, "b": Score.batch_id == batch_b}
+    columns: list[Any] = [Item.external_id, func.count().filter(sides["a"]), func.count().filter(sides["b"])]
+    for side in sides.values():
+        columns += [
+            _pick(Score.id, side, postgres), _pick(Score.item_id, side, postgres),
+            func.max(_state()).filter(side), func.max(_status_label()).filter(side),
+            func.max(Score.total).filter(side), _pick(Score.passed, side, postgres),
+        ]
+    grouped = (
+        select(*columns)
         .join(Item, Item.id == Score.item_id)
-        .where(Score.batch_id == batch_id, machine_scores())
-        .cte(name)
+        .where(Score.batch_id.in_((batch_a, batch_b)), machine_scores())
+        .group_by(Item.external_id)
     )
+    connection = session.connection()
+    table.create(connection)
+    try:
+        session.execute(table.insert().from_select([c.name for c in table.c], grouped))
+        if postgres:
+            # Fresh rows have no statistics: give the planner the real row counts for what follows.
+            session.execute(text(f"ANALYZE {table.name}"))
+        yield table
+    finally:
+        # After an error the transaction may be aborted: its rollback drops the table then.
+        with suppress(Exception):
+            table.drop(session.connection())
 
 
-def _matchable(side: CTE) -> Any:
-    return and_(side.c.external_id.is_not(None), side.c.copies == 1)
+def _keyed(t: Table) -> Any:
+    return t.c.external_id.is_not(None)
 
 
-def _join(a: CTE, b: CTE, *columns: Any) -> Select[Any]:
-    """The matched pairs: an external id once in each batch."""
-    return select(*columns).join_from(a, b, and_(b.c.external_id == a.c.external_id, _matchable(b))).where(_matchable(a))
+def _matched(t: Table) -> Any:
+    """An external id once in each batch: a matched pair."""
+    return and_(_keyed(t), t.c.na == 1, t.c.nb == 1)
 
 
-def _both_usable(a: CTE, b: CTE) -> Any:
-    return and_(a.c.state == "usable", b.c.state == "usable")
+def _paired(t: Table) -> Any:
+    return and_(_matched(t), t.c.a_state == "usable", t.c.b_state == "usable")
 
 
-def _has_partner(here: CTE, there: CTE) -> Any:
-    other = there.alias()
-    return exists().where(other.c.external_id == here.c.external_id, _matchable(other))
+def _only(t: Table, here: str) -> Any:
+    """An external id once in this batch and not once in the other."""
+    there = "b" if here == "a" else "a"
+    return and_(_keyed(t), t.c[f"n{here}"] == 1, t.c[f"n{there}"] != 1)
 
 
-def _only(here: CTE, there: CTE) -> Any:
-    return and_(_matchable(here), ~_has_partner(here, there))
-
-
-def _flip(a: CTE, b: CTE) -> Any:
+def _flip(t: Table) -> Any:
     return case(
-        (and_(a.c.passed.is_(True), b.c.passed.is_(False)), PASS_TO_FAIL),
-        (and_(a.c.passed.is_(False), b.c.passed.is_(True)), FAIL_TO_PASS),
+        (and_(t.c.a_passed.is_(True), t.c.b_passed.is_(False)), PASS_TO_FAIL),
+        (and_(t.c.a_passed.is_(False), t.c.b_passed.is_(True)), FAIL_TO_PASS),
         else_=None,
     )
 
 
-def _counts(session: Session, side: CTE, other: CTE) -> SideCounts:
-    by_state = dict(session.execute(select(side.c.state, func.count()).group_by(side.c.state)).all())
-    unmatchable = session.execute(
-        select(
-            func.count().filter(side.c.external_id.is_(None)),
-            func.count().filter(side.c.external_id.is_not(None), side.c.copies > 1),
-            func.count().filter(_only(side, other)),
-        )
-    ).one()
+def _state_counts(session: Session, batch_a: uuid.UUID, batch_b: uuid.UUID) -> dict[uuid.UUID, dict[str, int]]:
+    """Each batch's machine scores by state (a grouped count over the scores alone)."""
+    scores = (
+        select(Score.batch_id.label("batch_id"), _state().label("state"))
+        .where(Score.batch_id.in_((batch_a, batch_b)), machine_scores())
+        .subquery()
+    )
+    rows = session.execute(
+        select(scores.c.batch_id, scores.c.state, func.count()).group_by(scores.c.batch_id, scores.c.state)
+    ).all()
+    counts: dict[uuid.UUID, dict[str, int]] = {batch_a: {}, batch_b: {}}
+    for batch_id, state, n in rows:
+        counts[batch_id][state] = n
+    return counts
+
+
+def _counts(t: Table, here: str) -> list[Any]:
+    n = t.c[f"n{here}"]
+    return [
+        func.coalesce(func.sum(n).filter(t.c.external_id.is_(None)), 0),
+        func.coalesce(func.sum(n).filter(_keyed(t), n > 1), 0),
+        func.count().filter(_only(t, here)),
+    ]
+
+
+def _side_counts(by_state: dict[str, int], unmatchable: Any) -> SideCounts:
     return SideCounts(
         scores=sum(by_state.values()),
         **{state: by_state.get(state, 0) for state in STATES},
-        no_external_id=unmatchable[0],
-        repeated_external_id=unmatchable[1],
-        only_here=unmatchable[2],
+        no_external_id=int(unmatchable[0]),
+        repeated_external_id=int(unmatchable[1]),
+        only_here=int(unmatchable[2]),
     )
 
 
-def _only_ids(session: Session, side: CTE, other: CTE) -> list[str]:
-    rows = select(side.c.external_id).where(_only(side, other)).order_by(side.c.external_id).limit(LIST_LIMIT)
+def _only_ids(session: Session, t: Table, here: str) -> list[str]:
+    rows = select(t.c.external_id).where(_only(t, here)).order_by(t.c.external_id).limit(LIST_LIMIT)
     return list(session.scalars(rows))
 
 
 def _arrays(session: Session, query: Select[Any], width: int) -> np.ndarray:
     """The rows of ``query`` (all numbers) as one float array, fetched in chunks."""
+    # Plain tuples: numpy probing each Row for the array protocols costs more than the fetch.
     parts = [
-        np.asarray(part, dtype=np.float64).reshape(-1, width)
+        np.array([tuple(row) for row in part], dtype=np.float64).reshape(-1, width)
         for part in session.execute(query.execution_options(yield_per=FETCH_CHUNK)).partitions()
     ]
     return np.concatenate(parts) if parts else np.empty((0, width))
@@ -241,24 +319,6 @@ def _arrays(session: Session, query: Select[Any], width: int) -> np.ndarray:
 
 def _components(definition: CriteriaDefinition | None) -> set[str]:
     return set(((definition.criteria_content if definition else None) or {}).get("components") or {})
-
-
-@contextmanager
-def _hash_joins(session: Session) -> Iterator[None]:
-    """Joins of the two sides by external id run as hash or merge joins on PostgreSQL.
-
-    Each side is a window over one batch's scores. Right after a batch is written its rows have no
-    statistics yet, and the planner, expecting a row or two per side, picks a nested loop over the two
-    windows: quadratic (minutes for 50,000 pairs). Hash and merge joins are linear whatever the estimate;
-    the score_components lookups become one hash join per component."""
-    postgres = session.get_bind().dialect.name == "postgresql"
-    if postgres:
-        session.execute(text("SET LOCAL enable_nestloop = off"))
-    try:
-        yield
-    finally:
-        if postgres:
-            session.execute(text("SET LOCAL enable_nestloop = on"))
 
 
 # --- the report -----------------------------------------------------------------------------------
@@ -304,11 +364,10 @@ def _pair_row(row: Any, item_floor: float | None) -> PairRow:
     )
 
 
-def _pair_columns(a: CTE, b: CTE) -> list[Any]:
+def _pair_columns(t: Table) -> list[Any]:
     return [
-        a.c.external_id, a.c.item_id.label("a_item_id"), b.c.item_id.label("b_item_id"),
-        a.c.total.label("a_total"), b.c.total.label("b_total"),
-        a.c.passed.label("a_passed"), b.c.passed.label("b_passed"), _flip(a, b).label("flip"),
+        t.c.external_id, t.c.a_item_id, t.c.b_item_id, t.c.a_total, t.c.b_total,
+        t.c.a_passed, t.c.b_passed, _flip(t).label("flip"),
     ]
 
 
@@ -357,8 +416,8 @@ def compare_batches(session: Session, batch_a: uuid.UUID, batch_b: uuid.UUID) ->
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    with _hash_joins(session):
-        result = _compare(session, a, b, noise_a, noise_b)
+    with _grouped(session, a.id, b.id) as grouped:
+        result = _compare(session, a, b, noise_a, noise_b, grouped)
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > CACHE_SIZE:
@@ -366,7 +425,9 @@ def compare_batches(session: Session, batch_a: uuid.UUID, batch_b: uuid.UUID) ->
     return result
 
 
-def _compare(session: Session, a: Batch, b: Batch, noise_a: NoiseFloor | None, noise_b: NoiseFloor | None) -> Comparison:
+def _compare(
+    session: Session, a: Batch, b: Batch, noise_a: NoiseFloor | None, noise_b: NoiseFloor | None, t: Table
+) -> Comparison:
     same_hash = a.criteria_hash == b.criteria_hash
     warnings = []
     if a.suite_name != b.suite_name:
@@ -379,11 +440,12 @@ def _compare(session: Session, a: Batch, b: Batch, noise_a: NoiseFloor | None, n
             f"the batches were scored under different criteria ({a.criteria_hash[:12]}… and {b.criteria_hash[:12]}…): "
             "the difference mixes the rubric with the outputs"
         )
-    side_a, side_b = _side_cte(a.id, "side_a"), _side_cte(b.id, "side_b")
-    counts = session.execute(_join(side_a, side_b, func.count(), func.count().filter(_both_usable(side_a, side_b)))).one()
-    paired = _join(side_a, side_b, side_a.c.total, side_b.c.total, side_a.c.passed, side_b.c.passed).where(
-        _both_usable(side_a, side_b)
-    )
+    counts = session.execute(
+        select(func.count().filter(_matched(t)), func.count().filter(_paired(t)), *_counts(t, "a"), *_counts(t, "b"))
+    ).one()
+    by_state = _state_counts(session, a.id, b.id)
+    # In no order: the statistics do not depend on it (the bootstrap sorts the differences first).
+    paired = select(t.c.a_total, t.c.b_total, t.c.a_passed, t.c.b_passed).where(_paired(t))
     values = _arrays(session, paired, 4)
     totals, verdicts = values[:, :2], values[:, 2:].astype(bool)
     sigma_total = (_sigma(noise_a, TOTAL), _sigma(noise_b, TOTAL))
@@ -398,26 +460,28 @@ def _compare(session: Session, a: Batch, b: Batch, noise_a: NoiseFloor | None, n
     for name in sorted(names_a & names_b):
         ca, cb = aliased(ScoreComponent), aliased(ScoreComponent)
         # A skipped or failed component has no score: such pairs are left out of that component's n.
+        # Each side's component looked up by its primary key (score id, component).
         query = (
-            _join(side_a, side_b, ca.score, cb.score)
-            .join(ca, and_(ca.score_id == side_a.c.score_id, ca.component == name))
-            .join(cb, and_(cb.score_id == side_b.c.score_id, cb.component == name))
-            .where(_both_usable(side_a, side_b), ca.score.is_not(None), cb.score.is_not(None))
+            select(ca.score, cb.score)
+            .select_from(t)
+            .join(ca, and_(ca.score_id == t.c.a_score_id, ca.component == name))
+            .join(cb, and_(cb.score_id == t.c.b_score_id, cb.component == name))
+            .where(_paired(t), ca.score.is_not(None), cb.score.is_not(None))
         )
         sigmas = (_sigma(noise_a, name), _sigma(noise_b, name))
         components.append(_shift(name, _arrays(session, query, 2), sigmas, same_hash))
 
     item_floor = stats.item_floor(*sigma_total, same_hash=same_hash)
-    pairs = _join(side_a, side_b, *_pair_columns(side_a, side_b)).where(_both_usable(side_a, side_b))
+    pairs = select(*_pair_columns(t)).where(_paired(t))
     moved = session.execute(
-        pairs.order_by(func.abs(side_b.c.total - side_a.c.total).desc(), side_a.c.external_id).limit(LIST_LIMIT)
+        pairs.order_by(func.abs(t.c.b_total - t.c.a_total).desc(), t.c.external_id).limit(LIST_LIMIT)
     ).all()
     flipped = session.execute(
-        pairs.where(side_a.c.passed != side_b.c.passed).order_by(side_a.c.external_id).limit(LIST_LIMIT)
+        pairs.where(t.c.a_passed != t.c.b_passed).order_by(t.c.external_id).limit(LIST_LIMIT)
     ).all()
     return Comparison(
-        a=Side(a.id, a.suite_name, a.criteria_hash, a.status, _counts(session, side_a, side_b), _only_ids(session, side_a, side_b), noise_a),
-        b=Side(b.id, b.suite_name, b.criteria_hash, b.status, _counts(session, side_b, side_a), _only_ids(session, side_b, side_a), noise_b),
+        a=Side(a.id, a.suite_name, a.criteria_hash, a.status, _side_counts(by_state[a.id], counts[2:5]), _only_ids(session, t, "a"), noise_a),
+        b=Side(b.id, b.suite_name, b.criteria_hash, b.status, _side_counts(by_state[b.id], counts[5:8]), _only_ids(session, t, "b"), noise_b),
         warnings=warnings,
         matched=counts[0],
         paired=counts[1],
@@ -444,16 +508,16 @@ def iter_pairs(
     """One row per matched pair (``paired`` or ``excluded``), by external id, then the items of A and of
     B that could not be matched (``only in a``, ``only in b``, ``no external id``, ``repeated external
     id``). Streamed ``chunk`` rows at a time. ``item_floor`` is the per-item noise floor (or None)."""
-    with _hash_joins(session):
-        side_a, side_b = _side_cte(batch_a, "side_a"), _side_cte(batch_b, "side_b")
-        match = case((_both_usable(side_a, side_b), PAIRED), else_=EXCLUDED)
-        both = _join(
-            side_a, side_b,
-            side_a.c.external_id, match.label("match"), side_a.c.item_id.label("a_item_id"), side_b.c.item_id.label("b_item_id"),
-            side_a.c.status.label("a_status"), side_b.c.status.label("b_status"),
-            side_a.c.total.label("a_total"), side_b.c.total.label("b_total"),
-            side_a.c.passed.label("a_passed"), side_b.c.passed.label("b_passed"), _flip(side_a, side_b).label("flip"),
-        ).order_by(side_a.c.external_id)
+    with _grouped(session, batch_a, batch_b) as t:
+        match = case((_paired(t), PAIRED), else_=EXCLUDED)
+        both = (
+            select(
+                t.c.external_id, match.label("match"), t.c.a_item_id, t.c.b_item_id, t.c.a_status, t.c.b_status,
+                t.c.a_total, t.c.b_total, t.c.a_passed, t.c.b_passed, _flip(t).label("flip"),
+            )
+            .where(_matched(t))
+            .order_by(t.c.external_id)
+        )
         for row in session.execute(both.execution_options(yield_per=chunk)).mappings():
             out = dict(row)
             usable = row["match"] == PAIRED
@@ -462,20 +526,43 @@ def iter_pairs(
             out["flip"] = row["flip"] if usable else None
             out["beyond_noise"] = None if delta is None or item_floor is None else abs(delta) > item_floor
             yield out
-        for here, there, only, prefix in ((side_a, side_b, ONLY_A, "a"), (side_b, side_a, ONLY_B, "b")):
-            kind = case(
-                (here.c.external_id.is_(None), NO_ID), (here.c.copies > 1, REPEATED_ID), else_=literal(only)
+        for here, batch_id, only in (("a", batch_a, ONLY_A), ("b", batch_b, ONLY_B)):
+            # By kind ("no external id" < "only in …" < "repeated external id"), external id, item.
+            scores = (
+                select(Item.external_id, Score.item_id, _status_label(), Score.total, Score.passed)
+                .join(Item, Item.id == Score.item_id)
+                .where(Score.batch_id == batch_id, machine_scores())
             )
-            rest = (
-                select(here.c.external_id, kind.label("match"), here.c.item_id, here.c.status, here.c.total, here.c.passed)
-                .where(~and_(_matchable(here), _has_partner(here, there)))
-                .order_by(kind, here.c.external_id, here.c.item_id)
+            no_id = scores.where(Item.external_id.is_(None)).order_by(Score.item_id)
+            only_here = (
+                select(t.c.external_id, t.c[f"{here}_item_id"], t.c[f"{here}_status"], t.c[f"{here}_total"], t.c[f"{here}_passed"])
+                .where(_only(t, here))
+                .order_by(t.c.external_id)
             )
-            for row in session.execute(rest.execution_options(yield_per=chunk)):
-                yield {
-                    "external_id": row.external_id, "match": row.match, f"{prefix}_item_id": row.item_id,
-                    f"{prefix}_status": row.status, f"{prefix}_total": row.total, f"{prefix}_passed": row.passed,
-                }
+            repeated = _repeated(session, t, here, scores)
+            for kind, query in ((NO_ID, no_id), (only, only_here), (REPEATED_ID, repeated)):
+                if query is None:
+                    continue
+                for row in session.execute(query.execution_options(yield_per=chunk)):
+                    yield {
+                        "external_id": row[0], "match": kind, f"{here}_item_id": row[1],
+                        f"{here}_status": row[2], f"{here}_total": row[3], f"{here}_passed": row[4],
+                    }
+
+
+def _repeated(session: Session, t: Table, here: str, scores: Select[Any]) -> Select[Any] | None:
+    """The side's scores whose external id repeats inside the batch (None when there are none).
+
+    On PostgreSQL the ids are passed as one array (``= ANY``, hashed): joining the grouped table to
+    freshly written scores, which the planner expects to be a row or two, gives a nested loop over the
+    table (quadratic). SQLite reads the ``IN`` subquery through an automatic index."""
+    repeated_ids = select(t.c.external_id).where(_keyed(t), t.c[f"n{here}"] > 1)
+    if session.get_bind().dialect.name != "postgresql":
+        return scores.where(Item.external_id.in_(repeated_ids)).order_by(Item.external_id, Score.item_id)
+    ids = list(session.scalars(repeated_ids))
+    if not ids:
+        return None
+    return scores.where(Item.external_id == any_(cast(ids, ARRAY(String)))).order_by(Item.external_id, Score.item_id)
 
 
 def item_floor_for(session: Session, a: Batch, b: Batch) -> float | None:
