@@ -539,17 +539,19 @@ def _diff_summary_table(diff: dict[str, Any]) -> Table:
     return table
 
 
-def _diff_items_table(title: str, items: list[dict[str, Any]]) -> Table:
+def _changes_table(title: str, rows: list[dict[str, Any]], old: str, new: str) -> Table:
+    """Items whose total changed (diff: ``old``/``new`` = old/new; compare: a/b), with flip and noise flag."""
     table = Table(title=title)
     table.add_column("item")
-    for name in ("old", "new", "delta"):
+    for name in (old, new, "delta"):
         table.add_column(name, justify="right")
     table.add_column("flip")
     table.add_column("beyond noise")
-    for i in items:
+    for r in rows:
         table.add_row(
-            escape(i["external_id"] or i["item_id"]),  # user text, not markup
-            f"{i['old_total']:.3f}", f"{i['new_total']:.3f}", f"{i['delta']:+.3f}", i["flip"] or "", _beyond(i["beyond_noise"]),
+            escape(r["external_id"] or r.get("item_id") or ""),  # user text, not markup
+            f"{r[f'{old}_total']:.3f}", f"{r[f'{new}_total']:.3f}", f"{r['delta']:+.3f}", r["flip"] or "",
+            _beyond(r["beyond_noise"]),
         )
     return table
 
@@ -581,9 +583,9 @@ def diff(
         flips = _request(client.get, "/api/v1/criteria/diff", params={**params, "flips_only": "true"})
         console.print(_diff_summary_table(moved))
         if moved["items"]:
-            console.print(_diff_items_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"]))
+            console.print(_changes_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"], "old", "new"))
         if flips["items"]:
-            console.print(_diff_items_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"]))
+            console.print(_changes_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"], "old", "new"))
         if csv_file is None:
             return
         _download_csv(client, "/api/v1/criteria/diff", params, csv_file)
@@ -672,21 +674,6 @@ def _beyond(flag: bool | None) -> str:
     return "–" if flag is None else "yes" if flag else "no"
 
 
-def _pairs_table(title: str, pairs: list[dict[str, Any]]) -> Table:
-    table = Table(title=title)
-    table.add_column("item")
-    for name in ("a", "b", "delta"):
-        table.add_column(name, justify="right")
-    table.add_column("flip")
-    table.add_column("beyond noise")
-    for p in pairs:
-        table.add_row(
-            escape(p["external_id"]), f"{p['a_total']:.3f}", f"{p['b_total']:.3f}", f"{p['delta']:+.3f}", p["flip"] or "",
-            _beyond(p["beyond_noise"]),
-        )
-    return table
-
-
 @cli.command()
 def compare(
     batch_a: Annotated[str, typer.Argument(help="The baseline batch id.")],
@@ -714,11 +701,11 @@ def compare(
         console.print(_compare_table(report))
         if report["moved_most"]:
             moved = report["moved_most"][:limit]
-            console.print(_pairs_table(f"moved most ({len(moved)} of {report['paired']})", moved))
+            console.print(_changes_table(f"moved most ({len(moved)} of {report['paired']})", moved, "a", "b"))
         if report["flipped"]:
             flipped = report["flipped"][:limit]
             flips = report["mcnemar"]["pass_to_fail"] + report["mcnemar"]["fail_to_pass"]
-            console.print(_pairs_table(f"flipped ({len(flipped)} of {flips})", flipped))
+            console.print(_changes_table(f"flipped ({len(flipped)} of {flips})", flipped, "a", "b"))
         if csv_file is None:
             return
         _download_csv(client, "/api/v1/compare", params, csv_file)
