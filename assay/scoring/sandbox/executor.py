@@ -78,6 +78,7 @@ class Executor:
     datasets: OrderedDict[str, Dataset] = field(default_factory=OrderedDict)
     runs: int = 0
     _zombies: dict[int, str] = field(default_factory=dict)
+    _running: int | None = None  # the child of the run in flight
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -275,10 +276,12 @@ class Executor:
                 )
             finally:
                 os._exit(72)
+        self._running = pid
         os.close(write_fd)
         try:
             outcome, exited = self._collect(pid, read_fd, started, limits)
         finally:
+            self._running = None
             os.close(read_fd)
         if exited:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -296,6 +299,20 @@ class Executor:
             if reaped == pid:
                 del self._zombies[pid]
                 shutil.rmtree(run_dir, ignore_errors=True)
+
+    def stop_children(self) -> None:
+        """Kill and reap every child still alive (the run in flight, those killed after they reported):
+        one still running would go on writing into the work folder while it is removed."""
+        pids = [*self._zombies, *([self._running] if self._running is not None else [])]
+        for pid in pids:
+            _kill(pid)
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self._zombies.clear()
+        self._running = None
 
     def _collect(self, pid: int, fd: int, started: float, limits: SandboxLimits) -> tuple[dict[str, Any], bool]:
         """Read the child's frames until its result (then measure it from /proc, kill it and leave
@@ -599,6 +616,14 @@ def _pandas_version() -> str:
     return str(pd.__version__)
 
 
+def _exit_once(*_: Any) -> None:
+    # The parent-death signal comes once per parent thread that exits (a killed multi-threaded
+    # worker hands this process from thread to thread as they die): only the first may interrupt;
+    # a second one, even before the clean-up has begun, must not cut it short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)
+
+
 def main() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
     config = json.loads(sys.argv[-1])
@@ -611,13 +636,11 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     executor = Executor(limits=limits, required=tuple(config["required"]), workdir=workdir)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _exit_once)
     try:
         executor.start()
         serve(executor, in_fd, out_fd)
     finally:
-        # The parent-death signal comes once per parent thread that exits (a killed multi-threaded
-        # worker hands this process from thread to thread as they die): a second one must not cut
-        # the clean-up short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        executor.stop_children()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import sys
+import threading
 import statistics
 import time
 from pathlib import Path
@@ -17,6 +19,7 @@ from assay.scoring.sandbox import SandboxClient, SandboxUnavailable, sandbox_cli
 from assay.scoring.sandbox.client import reset_after_fork
 from assay.scoring.sandbox.encode import OutputTooLarge, UnsupportedResult, encode_result
 from assay.scoring.sandbox.seccomp import build_program
+from tests.scoring.sandbox.conftest import TIGHT
 
 
 def test_layers_are_reported_and_the_required_ones_active(sandbox):
@@ -200,3 +203,37 @@ def test_as_root_children_drop_to_an_unprivileged_uid(sandbox):
         assert client.run("import calendar\nresult = calendar.isleap(2024)").ok  # lazy stdlib imports still work
     finally:
         client.close()
+
+
+def test_the_executor_stops_its_running_child_before_removing_its_work_folder(tmp_path):
+    # The parent-death signal (SIGTERM) can come mid-run, and once per thread of a dying worker: a
+    # second one must not cut the clean-up short, nor may a child still writing into its run folder.
+    client = SandboxClient(limits=TIGHT, workdir_parent=str(tmp_path))
+    busy = "import os\nn = 0\nwhile True:\n    open(f'f{n % 500}', 'w').close()\n    n += 1\n"
+    try:
+        client.hello()
+        pid = client.pid
+        runner = threading.Thread(target=lambda: _ignore_errors(client.run, busy), daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 20
+        while not any(run.is_dir() and any(run.iterdir()) for run in tmp_path.glob("assay-sandbox-*/runs/*")):
+            assert time.monotonic() < deadline, "the child never started writing"
+            time.sleep(0.01)
+        for _ in range(200):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                break
+        client._proc.wait(timeout=20)  # type: ignore[union-attr]
+        # Once the executor is gone, so is everything it held (the client has not cleaned up yet).
+        assert list(tmp_path.iterdir()) == [], sorted(str(p) for p in tmp_path.rglob("*"))[:20]
+        runner.join(timeout=20)
+    finally:
+        client.close()
+
+
+def _ignore_errors(call, *args):  # type: ignore[no-untyped-def]
+    try:
+        call(*args)
+    except Exception:  # noqa: BLE001 - the executor is killed under it on purpose
+        pass
