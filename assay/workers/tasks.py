@@ -12,39 +12,30 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
 
 import kombu.exceptions
-import pydantic
 import redis
 from celery.exceptions import Retry
 from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import OperationalError
 from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from assay import observability
 from assay.scoring import pipeline, rescore
 from assay.scoring.criteria import register_all_suites
-from assay.scoring.errors import AssayError
 # Imported with this module, in the worker's main thread before any task runs: two pool threads
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute, work_from_row, work_rows
+from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute, work_rows
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers.app import Queue, app, task
+from assay.workers.landing import claimed_work, defer_component, land_results
 from assay.workers.leases import LeaseKeeper, lease_keeper
 from assay.workers.runtime import CallThreads, call_threads, judge_runtime
 
 log = logging.getLogger(__name__)
-
-# Retry a store write through a short outage (Postgres restart) rather than lose paid work.
-_store_retry = retry(
-    retry=retry_if_exception_type((OperationalError, DBAPIError)),
-    wait=wait_exponential(multiplier=0.5, max=10),
-    stop=stop_after_delay(180),
-    reraise=True,
-)
 
 # Retry a publish through a broker outage (a Redis restart) rather than let the task die: what it
 # publishes was committed to the store already, and would otherwise wait for the reconciler.
@@ -154,7 +145,7 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
             deferred |= _run_part(refs[start : start + part], owner, queue, calls)
     if deferred:
         for ref, (why, claim) in deferred.items():
-            _defer(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claim)
+            defer_component(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claim)
         # The deferred components go back to their queue as a new message with a countdown, not as
         # ``task.retry``: Celery reads ``max_retries=None`` there as the task's own limit, so an outage
         # outlasting that many deferrals failed the task. A deferral spends none of the components'
@@ -185,7 +176,7 @@ def _run_part(
             works = {
                 ref: work
                 for ref in refs
-                if (work := _claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
+                if (work := claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
             }
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
@@ -201,7 +192,7 @@ def _run_part(
             for finished in _computed(works, runtime, calls, keeper, owner):
                 results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
                 if results:
-                    _land(results, claims)
+                    land_results(results, claims)
                     for ref, result in results.items():
                         observability.component_landed(queue, ref.component, result.status)
                 for ref, outcome in finished:
@@ -211,7 +202,7 @@ def _run_part(
                         # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
                         backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
                         reason = f"{type(outcome).__name__}: {outcome}"
-                        _defer(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
+                        defer_component(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
                         observability.task_retried(queue, "error")
                         enqueuer.enqueue([ref], countdown=backoff)
         return deferred
@@ -270,37 +261,6 @@ def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime | None) ->
     except Exception as exc:
         log.exception("component %s of score %s raised", ref.component, ref.score_id)
         return exc
-
-
-def _claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str, row: Any) -> WorkUnit | None:
-    """The work of a component this task claimed (``row``: its score's, from ``work_rows``), or None
-    when there is nothing to compute: not claimed, failed as poison, stopped by its batch's budget, or
-    its stored work unreadable."""
-    if claim.state != "claimed":
-        return None  # landed already (a duplicate delivery), gone (deleted batch), or busy elsewhere
-    if pipeline.expire_poison(session, ref, claim.attempts, get_settings().max_component_attempts):
-        return None
-    if claim.budget_spent:
-        pipeline.stop_for_budget(session, ref, owner)
-        return None
-    try:
-        return work_from_row(session, ref, row)
-    except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
-        pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
-        return None
-
-
-@_store_retry
-def _land(results: dict[ComponentRef, ComponentResult], claims: dict[ComponentRef, pipeline.Claim]) -> None:
-    """Land results in one transaction (one commit for all)."""
-    with transaction() as session:
-        pipeline.land_many(session, [pipeline.Landing(ref, result, claims[ref]) for ref, result in results.items()])
-
-
-@_store_retry
-def _defer(ref: ComponentRef, owner: str, retry_in: float, reason: str, **options: Any) -> None:
-    with transaction() as session:
-        pipeline.defer(session, ref, owner, retry_in, reason, **options)
 
 
 @task("scoring.metric_components", Queue.METRICS, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)

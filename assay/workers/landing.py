@@ -1,0 +1,57 @@
+"""What every component task does with the store around its work: read the claimed work, land
+results, defer components; each write retried through a short outage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from sqlalchemy.exc import DBAPIError, OperationalError
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from assay.scoring import pipeline
+from assay.scoring.errors import AssayError
+from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline import ComponentRef
+from assay.scoring.scorer import WorkUnit, work_from_row
+from assay.scoring.store.db import transaction
+from assay.settings import get_settings
+
+# Retry a store write through a short outage (Postgres restart) rather than lose paid work.
+store_retry = retry(
+    retry=retry_if_exception_type((OperationalError, DBAPIError)),
+    wait=wait_exponential(multiplier=0.5, max=10),
+    stop=stop_after_delay(180),
+    reraise=True,
+)
+
+
+def claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str, row: Any) -> WorkUnit | None:
+    """The work of a component this task claimed (``row``: its score's, from ``work_rows``), or None
+    when there is nothing to compute: not claimed, failed as poison, stopped by its batch's budget, or
+    its stored work unreadable."""
+    if claim.state != "claimed":
+        return None  # landed already (a duplicate delivery), gone (deleted batch), or busy elsewhere
+    if pipeline.expire_poison(session, ref, claim.attempts, get_settings().max_component_attempts):
+        return None
+    if claim.budget_spent:
+        pipeline.stop_for_budget(session, ref, owner)
+        return None
+    try:
+        return work_from_row(session, ref, row)
+    except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
+        pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
+        return None
+
+
+@store_retry
+def land_results(results: dict[ComponentRef, ComponentResult], claims: dict[ComponentRef, pipeline.Claim]) -> None:
+    """Land results in one transaction (one commit for all)."""
+    with transaction() as session:
+        pipeline.land_many(session, [pipeline.Landing(ref, result, claims[ref]) for ref, result in results.items()])
+
+
+@store_retry
+def defer_component(ref: ComponentRef, owner: str, retry_in: float, reason: str, **options: Any) -> None:
+    with transaction() as session:
+        pipeline.defer(session, ref, owner, retry_in, reason, **options)
