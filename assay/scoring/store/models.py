@@ -28,6 +28,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 JsonDoc = JSON().with_variant(JSONB(), "postgresql")
+# A JSON column where Python ``None`` is stored as SQL NULL (no bytes) rather than a JSON ``null``
+# document; both read back as ``None``.
+NullableJsonDoc = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 # Stable constraint names so Alembic migrations and autogenerate agree on every backend.
 NAMING = {
@@ -45,6 +48,7 @@ FINISHED_SCORE_STATUSES = ("completed", "failed", "timed_out", "cancelled")
 # `run_after` (breaker open, provider batch in flight), then lands as ok / failed / skipped.
 COMPONENT_STATUSES = ("pending", "in_progress", "deferred", "ok", "failed", "skipped", "cancelled")
 LANDED_COMPONENT_STATUSES = ("ok", "failed", "skipped", "cancelled")
+UNLANDED_COMPONENT_STATUSES = ("pending", "in_progress", "deferred")
 # `budget_exhausted`: judge calls stopped when the spend reached the batch's budget; finished scores
 # are kept and the rest can be resumed (POST /api/v1/batches/{id}/resume).
 BATCH_STATUSES = ("planning", "running", "completed", "cancelled", "failed", "budget_exhausted")
@@ -193,7 +197,8 @@ class Item(Base):
     external_id: Mapped[str | None] = mapped_column(String(255))
     payload: Mapped[dict[str, Any]]
     # SHA-256 of the canonical payload JSON plus the content hash of any dataset it refers to.
-    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    # No index: nothing looks items up by content (migration 0010 dropped it; ~100 bytes per item).
+    content_hash: Mapped[str] = mapped_column(String(64))
     dataset_hash: Mapped[str | None] = mapped_column(ForeignKey("datasets.content_hash"))
     # The batch that uploaded the item; deleting that batch deletes the item and all its scores.
     origin_batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"), index=True)
@@ -202,6 +207,7 @@ class Item(Base):
     __table_args__ = (Index("ix_items_kind_external_id", "kind", "external_id"),)
 
 
+UNLANDED_COMPONENT = _in("status", UNLANDED_COMPONENT_STATUSES)
 ACTIVE_MACHINE_SCORE = f"{_in('status', ACTIVE_SCORE_STATUSES)} AND calibration_run_id IS NULL"
 
 
@@ -265,9 +271,9 @@ class Score(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     completed_at: Mapped[datetime | None]
-    calibration_run_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("calibration_runs.id", ondelete="CASCADE"), index=True
-    )
+    # Looked up through uq_scores_calibration_item_repeat (it leads with this column and holds every
+    # row where it is set): no index of its own (migration 0010).
+    calibration_run_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("calibration_runs.id", ondelete="CASCADE"))
     # 1..K within its calibration run; NULL for every machine score.
     calibration_repeat: Mapped[int | None] = mapped_column(Integer)
 
@@ -284,7 +290,22 @@ class ScoreComponent(Base):
         CheckConstraint("score IS NULL OR (score >= 0 AND score <= 1)", name="score_range"),
         CheckConstraint("weight > 0 AND weight <= 1", name="weight_range"),
         CheckConstraint("attempts >= 0", name="attempts"),
-        Index("ix_score_components_status_lease", "status", "lease_expires_at"),
+        # Only unlanded rows are looked up by status (claims, the reconciler, the batch lane): landed
+        # rows, nearly all of them, stay out of the index (migration 0010).
+        Index(
+            "ix_score_components_status_lease",
+            "status",
+            "lease_expires_at",
+            postgresql_where=text(UNLANDED_COMPONENT),
+            sqlite_where=text(UNLANDED_COMPONENT),
+        ),
+        # Set only while a judge request sits in a provider batch (batch lane).
+        Index(
+            "ix_score_components_provider_batch_id",
+            "provider_batch_id",
+            postgresql_where=text("provider_batch_id IS NOT NULL"),
+            sqlite_where=text("provider_batch_id IS NOT NULL"),
+        ),
     )
 
     score_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("scores.id", ondelete="CASCADE"), primary_key=True)
@@ -302,14 +323,13 @@ class ScoreComponent(Base):
     # Set for `deferred` components: the reconciler leaves them alone until then.
     run_after: Mapped[datetime | None]
     enqueued_at: Mapped[datetime | None]
-    usage: Mapped[dict[str, Any] | None]
+    # A metric's (no tokens) is SQL NULL, not a JSON null (rows written before 0010 may hold one).
+    usage: Mapped[dict[str, Any] | None] = mapped_column(NullableJsonDoc)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     landed_at: Mapped[datetime | None]
     # Set while the component's judge request sits in a provider batch (batch lane): its verdict
     # comes from that batch's results, so the realtime lane must not send it meanwhile.
-    provider_batch_id: Mapped[uuid.UUID | None] = mapped_column(
-        ForeignKey("provider_batches.id", ondelete="SET NULL"), index=True
-    )
+    provider_batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("provider_batches.id", ondelete="SET NULL"))
     # A judge component's raw answer when it was unusable (kept for a look; per judge component).
     raw_output: Mapped[str | None] = mapped_column(Text)
     # Set when a re-score copied this result from an earlier score of the same item whose component
