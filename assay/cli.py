@@ -33,6 +33,61 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _wait_for_database(role: str, *, migrated: bool = True, interval: float = 2.0, timeout: float | None = None) -> None:
+    """Block until the store accepts connections (and, with ``migrated``, is at the migrations' head).
+
+    A service started before Postgres is ready or before `assay migrate` ran (not every compose
+    implementation honours depends_on conditions) waits here with a log line instead of crashing on a
+    refused connection or a missing table. SQLite (embedded mode) has nothing to wait for.
+    """
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.pool import NullPool
+
+    from assay.settings import get_settings
+
+    url = get_settings().database_url
+    if not url.startswith("postgresql"):
+        return
+    heads: set[str] = set()
+    if migrated:
+        from alembic.script import ScriptDirectory
+
+        from assay.scoring.store.db import alembic_config
+
+        heads = set(ScriptDirectory.from_config(alembic_config(url)).get_heads())
+    engine = create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": 5})
+    started = time.monotonic()
+    last_said = ("", 0.0)
+    try:
+        while True:
+            try:
+                with engine.connect() as conn:
+                    if not migrated:
+                        return
+                    from alembic.runtime.migration import MigrationContext
+
+                    current = set(MigrationContext.configure(conn).get_current_heads())
+                if current == heads:
+                    if last_said[0]:
+                        console.print(f"{role}: the database is ready and migrated")
+                    return
+                reason = f"not migrated yet (at {', '.join(sorted(current)) or 'no revision'}, want {', '.join(sorted(heads))}; run `assay migrate`)"
+            except SQLAlchemyError as exc:
+                first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+                reason = f"not reachable ({first[0] if first else type(exc).__name__})"
+            waited = time.monotonic() - started
+            if timeout is not None and waited >= timeout:
+                _fail(f"{role}: gave up waiting for the database after {waited:.0f}s: {reason}")
+            # Say it when the reason changes, and every 30 s while it does not.
+            if reason != last_said[0] or time.monotonic() - last_said[1] >= 30:
+                console.print(f"{role}: waiting for the database: {reason}; retrying every {interval:g}s")
+                last_said = (reason, time.monotonic())
+            time.sleep(interval)
+    finally:
+        engine.dispose()
+
+
 def _progress_bar() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -822,6 +877,7 @@ def migrate() -> None:
     """Apply the database migrations (ASSAY_DATABASE_URL)."""
     from assay.scoring.store.db import migrate as apply
 
+    _wait_for_database("migrate", migrated=False)
     apply()
     console.print("database is at the latest revision")
 
@@ -844,6 +900,7 @@ def api(
     except ValidationError as exc:
         problems = "; ".join(f"ASSAY_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
         _fail(f"the settings are not valid: {problems}")
+    _wait_for_database("api")
     if not settings.api_keys and not settings.trusted_proxies:
         console.print("[yellow]warning:[/yellow] no ASSAY_API_KEYS and no ASSAY_TRUSTED_PROXIES: every request will get 401")
     elif not settings.api_keys and not (settings.session_secret and settings.session_secret.get_secret_value()):
@@ -892,6 +949,8 @@ def worker(
     """Start a Celery worker on the given queues (task events on, for Flower)."""
     from assay.settings import get_settings, judge_task_threads
 
+    _wait_for_database("worker")
+
     if metrics_port is not None:
         # Multiprocess mode must be on before prometheus_client is first imported: the pool's
         # processes count into files there, which the exporter in this process adds up.
@@ -925,6 +984,7 @@ def worker(
 @cli.command()
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Start Celery beat (the reconciler's schedule)."""
+    _wait_for_database("beat")
     from assay.workers.app import app
 
     Path(".assay").mkdir(exist_ok=True)

@@ -230,8 +230,9 @@ def check_worker_queues(c: dict[str, Any]) -> list[str]:
 
 
 def check_worker_node_names(c: dict[str, Any]) -> list[str]:
-    """Each worker has its own node name (--name, %h for the container's hostname), and its healthcheck
-    pings that name: two workers under one name are one worker to Flower and to inspect ping."""
+    """Each worker has its own fixed node name (--name), and its healthcheck pings that name: two workers
+    under one name are one worker to Flower and to inspect ping. Fixed: not %h (the container's hostname)
+    pinged as $HOSTNAME, which an exec session (podman) may not have, so the ping reached nobody."""
     problems = []
     seen: dict[str, str] = {}
     for name, service, tokens in _workers(c):
@@ -241,12 +242,15 @@ def check_worker_node_names(c: dict[str, Any]) -> list[str]:
             continue
         if "@" not in node:
             problems.append(f"{name}: --name {node} has no @HOST part")
+        if "%" in node or "$" in node:
+            problems.append(f"{name}: --name {node} is not fixed (a %-placeholder or variable the healthcheck cannot name)")
         if node in seen:
             problems.append(f"{name}: --name {node} is also {seen[node]}'s")
         seen[node] = name
         test = " ".join(_tokens((service.get("healthcheck") or {}).get("test")))
-        # In the compose file $$ is a literal $: the shell in the container expands $HOSTNAME.
-        target = node.replace("%h", "$$HOSTNAME")
+        target = node
+        if "$" in test:
+            problems.append(f"{name}: the healthcheck depends on a variable: {test}")
         if not re.search(r"\binspect ping\b", test) or not re.search(rf"(-d|--destination)[ =]{re.escape(target)}(\s|$)", test):
             problems.append(f"{name}: the healthcheck does not ping {target}: {test}")
     return problems
@@ -550,6 +554,11 @@ COMPOSE_MUTANTS: dict[str, tuple[Callable[..., list[str]], Callable[[dict[str, A
     "two workers, one name": (check_worker_node_names, lambda c: c["services"]["worker-metrics"].update(
         command=["worker", "--queues", "metrics,control", "--name", "worker-judge@%h"],
         healthcheck=c["services"]["worker-judge"]["healthcheck"])),
+    "name from the hostname, pinged as $HOSTNAME": (check_worker_node_names, lambda c: c["services"]["worker-judge"].update(
+        command=["worker", "--queues", "judge", "--pool", "threads", "--name", "worker-judge@%h"],
+        healthcheck={"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d worker-judge@$$HOSTNAME --timeout 10"]})),
+    "healthcheck pings the other worker": (check_worker_node_names, lambda c: c["services"]["worker-judge"].update(
+        healthcheck=c["services"]["worker-metrics"]["healthcheck"])),
     "healthcheck pings the default name": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d celery@$$HOSTNAME"]})),
     "literal postgres password": (check_secrets, _env("postgres", "POSTGRES_PASSWORD", "hunter2")),
     "literal flower password": (check_secrets, _env("flower", "ASSAY_FLOWER_PASSWORD", "admin")),
@@ -586,7 +595,7 @@ def test_check_catches(case: str, compose: dict[str, Any], dockerfile: str) -> N
     [
         ("optional secret made required", "${ANTHROPIC_API_KEY:-}", "${ANTHROPIC_API_KEY:?set it}"),
         ("required secret with a default", "${ASSAY_API_KEYS:?", "${ASSAY_API_KEYS:-"),
-        ("unescaped dollar", "$$HOSTNAME", "$HOSTNAME"),
+        ("unescaped dollar", "-d worker-judge@assay", "-d worker-judge@$HOSTNAME"),
     ],
 )
 def test_secret_syntax_check_catches(case: str, old: str, new: str, compose: dict[str, Any]) -> None:
@@ -623,3 +632,104 @@ def test_dockerignore_check_catches(extra: str) -> None:
 def test_dockerignore_check_catches_missing_env() -> None:
     text = "\n".join(line for line in DOCKERIGNORE.read_text().splitlines() if line.strip() != ".env")
     assert check_dockerignore(text)
+
+
+# --- services started before the database is ready or migrated ------------------------------------------
+# Not every compose implementation honours `depends_on: condition:` (podman-compose starts everything at
+# once), so api, workers and beat wait for a migrated store, and migrate for a reachable one, each with a
+# log line, instead of crashing on a refused connection or a missing table and being restarted in a loop.
+
+
+@pytest.fixture
+def empty_database(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh, unmigrated database, set as ASSAY_DATABASE_URL for the test; dropped after it."""
+    from assay.settings import get_settings
+    from tests.conftest import TEST_DB, TEST_ENV, _admin_exec
+
+    name = f"{TEST_DB}_wait"
+    _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _admin_exec(f'CREATE DATABASE "{name}"')
+    url = TEST_ENV["ASSAY_DATABASE_URL"].rsplit("/", 1)[0] + f"/{name}"
+    monkeypatch.setenv("ASSAY_DATABASE_URL", url)
+    get_settings.cache_clear()
+    yield url
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_service_waits_for_migrations_then_starts(empty_database: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    from assay.cli import _wait_for_database
+    from assay.scoring.store.db import migrate
+
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            _wait_for_database("worker", interval=0.1, timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        done.set()
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    assert not done.wait(1.0), "the worker did not wait for an unmigrated database"
+    migrate(empty_database)
+    assert done.wait(30), "the worker kept waiting after the migrations ran"
+    assert errors == []
+    err = capsys.readouterr().err
+    assert "worker: waiting for the database: not migrated yet (at no revision" in err
+    assert "run `assay migrate`" in err
+    assert "worker: the database is ready and migrated" in err
+    # Logged when the reason changes, not on every retry.
+    assert err.count("waiting for the database") == 1
+
+
+def test_service_on_a_migrated_database_starts_without_waiting(capsys: pytest.CaptureFixture[str]) -> None:
+    from assay.cli import _wait_for_database
+
+    _wait_for_database("api", timeout=0)
+    assert "waiting" not in capsys.readouterr().err
+
+
+def test_service_waits_for_an_unreachable_database(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from assay.cli import _wait_for_database
+    from assay.settings import get_settings
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("ASSAY_DATABASE_URL", f"postgresql+psycopg://assay@127.0.0.1:{port}/assay")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(typer.Exit):
+            _wait_for_database("beat", interval=0.1, timeout=0.5)
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert "beat: waiting for the database: not reachable (" in err
+    assert "beat: gave up waiting for the database" in err
+
+
+def test_migrate_waits_only_for_a_reachable_database(empty_database: str) -> None:
+    from assay.cli import _wait_for_database
+
+    _wait_for_database("migrate", migrated=False, timeout=0)  # unmigrated is fine: it is migrate's job
+
+
+@pytest.mark.parametrize("command", ["api", "worker", "beat", "migrate"])
+def test_service_commands_wait_for_the_database(command: str) -> None:
+    """The commands compose runs call the wait before they touch the store."""
+    import inspect
+
+    import assay.cli
+
+    source = inspect.getsource(getattr(assay.cli, command))
+    expected = f'_wait_for_database("{command}"'
+    assert expected in source, f"assay {command} does not wait for the database"
