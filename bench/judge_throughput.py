@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,6 +64,21 @@ async def plain_loop(base_url: str, n: int, concurrency: int) -> float:
     return n / elapsed
 
 
+def start_judge_worker(env: dict[str, str], calls_in_flight: int, name: str, profile: str | None) -> harness.Proc:
+    if profile is None:
+        return harness.start_judge_worker(env, calls_in_flight, name)
+    threads = judge_task_threads(calls_in_flight, get_settings().judge_group_size)
+    return harness.Proc(
+        [
+            sys.executable, "-m", "bench.profiled_worker", str(Path(profile).resolve()), "-A", "assay.workers.app",
+            "worker", "-Q", "judge", "-P", "threads", "-c", str(threads), "-l", "WARNING", "--without-mingle",
+            "--without-gossip", "-n", f"{name}@%h",
+        ],
+        env | {"ASSAY_JUDGE_CONCURRENCY": str(calls_in_flight)},
+        name,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=1280)
@@ -71,6 +87,8 @@ def main() -> None:
     parser.add_argument("--rpm", type=int, default=1_000_000, help="requests/minute the governor allows per model")
     parser.add_argument("--judge-workers", type=int, default=1, help="judge worker processes, each with --concurrency calls in flight")
     parser.add_argument("--judge-only", action="store_true", help="score with a suite whose only component is the judge")
+    parser.add_argument("--profile", metavar="OUT.prof", help="run the (first) judge worker under cProfile, every thread, "
+                        "and write the merged profile here (shares only: the profiler inflates the CPU figures)")
     args = parser.parse_args()
     total_concurrency = args.concurrency * args.judge_workers
     threads = judge_task_threads(args.concurrency, get_settings().judge_group_size)
@@ -91,7 +109,8 @@ def main() -> None:
             api, url = harness.start_api(env)
             workers = [harness.start_worker(env, "metrics,control", "prefork", 2, "metrics")]
             judges = [
-                harness.start_judge_worker(env, args.concurrency, f"judge{n}") for n in range(args.judge_workers)
+                start_judge_worker(env, args.concurrency, f"judge{n}", args.profile if n == 0 else None)
+                for n in range(args.judge_workers)
             ]
             try:
                 time.sleep(3)
