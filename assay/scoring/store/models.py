@@ -28,9 +28,12 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 JsonDoc = JSON().with_variant(JSONB(), "postgresql")
-# A JSON column where Python ``None`` is stored as SQL NULL (no bytes) rather than a JSON ``null``
-# document; both read back as ``None``.
-NullableJsonDoc = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+# The per-item documents (an item's payload, a score's and a component's usage and details) are
+# plain JSON text on Postgres too: no query looks inside them but for ``->`` / ``->>``, which JSON
+# has as well, and the text is 10-30 % smaller than JSONB and cheaper to write (migration 0010).
+# Python ``None`` is SQL NULL there (no bytes) rather than a JSON ``null``; both read back as ``None``.
+JsonText = JSON()
+NullableJsonText = JSON(none_as_null=True)
 
 # Stable constraint names so Alembic migrations and autogenerate agree on every backend.
 NAMING = {
@@ -195,7 +198,7 @@ class Item(Base):
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     kind: Mapped[str] = mapped_column(String(40))
     external_id: Mapped[str | None] = mapped_column(String(255))
-    payload: Mapped[dict[str, Any]]
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonText)
     # SHA-256 of the canonical payload JSON plus the content hash of any dataset it refers to.
     # No index: nothing looks items up by content (migration 0010 dropped it; ~100 bytes per item).
     content_hash: Mapped[str] = mapped_column(String(64))
@@ -265,7 +268,7 @@ class Score(Base):
     error_kind: Mapped[str | None] = mapped_column(String(40))
     error_message: Mapped[str | None] = mapped_column(Text)
     raw_judge_output: Mapped[str | None] = mapped_column(Text)
-    usage: Mapped[dict[str, Any] | None]
+    usage: Mapped[dict[str, Any] | None] = mapped_column(NullableJsonText)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     triggered_by: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -315,7 +318,7 @@ class ScoreComponent(Base):
     score: Mapped[float | None] = mapped_column(Float)
     weight: Mapped[float] = mapped_column(Float)
     weighted_score: Mapped[float | None] = mapped_column(Float)
-    details: Mapped[dict[str, Any] | None]
+    details: Mapped[dict[str, Any] | None] = mapped_column(NullableJsonText)
     reason: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(64))
@@ -323,8 +326,8 @@ class ScoreComponent(Base):
     # Set for `deferred` components: the reconciler leaves them alone until then.
     run_after: Mapped[datetime | None]
     enqueued_at: Mapped[datetime | None]
-    # A metric's (no tokens) is SQL NULL, not a JSON null (rows written before 0010 may hold one).
-    usage: Mapped[dict[str, Any] | None] = mapped_column(NullableJsonDoc)
+    # A metric's (no tokens) is SQL NULL.
+    usage: Mapped[dict[str, Any] | None] = mapped_column(NullableJsonText)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     landed_at: Mapped[datetime | None]
     # Set while the component's judge request sits in a provider batch (batch lane): its verdict

@@ -1,13 +1,16 @@
 """Bytes per item (migration 0010): lookups still find their index, the partial indexes leave landed
 rows out, and a metric's missing usage is SQL NULL, not a JSON document."""
 
+import json
 import uuid
 
 import pytest
-from sqlalchemy import text
+from alembic import command
+from sqlalchemy import create_engine, text
 
-from assay.scoring.store.db import transaction
+from assay.scoring.store.db import alembic_config, transaction
 from assay.scoring.store.models import Item, Score, ScoreComponent, SuiteRecord
+from tests.conftest import _admin_exec
 
 
 def _plan(session, sql: str, **params) -> str:
@@ -103,3 +106,72 @@ def test_a_metric_usage_is_sql_null_and_a_judge_usage_round_trips(clean_db):
         assert rows == {"schema_match": True, "llm_grading": False}
         stored = {c.component: c.usage for c in session.query(ScoreComponent).filter_by(score_id=score_id)}
     assert stored == {"schema_match": None, "llm_grading": usage}
+
+
+@pytest.fixture
+def scratch_pg_url():
+    name = f"assay_mig_{uuid.uuid4().hex[:8]}"
+    _admin_exec(f'CREATE DATABASE "{name}"')
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_upgrade_keeps_documents_as_json_text_turns_json_nulls_into_sql_null_and_keeps_the_view(scratch_pg_url):
+    cfg = alembic_config(scratch_pg_url)
+    command.upgrade(cfg, "0009")
+    engine = create_engine(scratch_pg_url)
+    payload = {"status": "completed", "prompt": "p", "n": 1.0}
+    details = {"score_breakdown": {"a": 3}, "score_reasoning": "fine"}
+    ids = {}
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO scoring_criteria_definitions VALUES ('h', '{}', now())"))
+            ids["item"] = conn.scalar(
+                text(
+                    "INSERT INTO items (id, kind, external_id, payload, content_hash, created_at) "
+                    "VALUES (gen_random_uuid(), 'alert_session', 's1', CAST(:p AS jsonb), 'c', now()) RETURNING id"
+                ),
+                {"p": json.dumps(payload)},
+            )
+            ids["score"] = conn.scalar(
+                text(
+                    "INSERT INTO scores (id, item_id, position, suite_name, criteria_hash, status, total, partial, "
+                    "components_total, components_landed, usage, cost_usd, triggered_by, created_at, completed_at) "
+                    "VALUES (gen_random_uuid(), :i, 0, 's', 'h', 'completed', 0.5, false, 2, 2, 'null', 0, 't', now(), now()) "
+                    "RETURNING id"
+                ),
+                {"i": ids["item"]},
+            )
+            for name, queue, usage, det in (("m", "metrics", "null", "null"), ("j", "judge", '{"input_tokens": 3}', json.dumps(details))):
+                conn.execute(
+                    text(
+                        "INSERT INTO score_components (score_id, component, queue, status, weight, attempts, cost_usd, usage, details) "
+                        "VALUES (:s, :c, :q, 'ok', 0.5, 1, 0, CAST(:u AS jsonb), CAST(:d AS jsonb))"
+                    ),
+                    {"s": ids["score"], "c": name, "q": queue, "u": usage, "d": det},
+                )
+        command.upgrade(cfg, "head")
+        with engine.connect() as conn:
+            types = dict(
+                conn.execute(
+                    text(
+                        "SELECT table_name || '.' || column_name, data_type FROM information_schema.columns "
+                        "WHERE column_name IN ('payload', 'usage', 'details') AND table_name IN ('items', 'scores', 'score_components')"
+                    )
+                ).all()
+            )
+            assert types == dict.fromkeys(
+                ["items.payload", "scores.usage", "score_components.usage", "score_components.details"], "json"
+            )
+            assert conn.scalar(text("SELECT payload FROM items")) == payload
+            assert conn.scalar(text("SELECT usage IS NULL FROM scores")) is True
+            rows = {r.component: (r.usage, r.details) for r in conn.execute(text("SELECT component, usage, details FROM score_components"))}
+            assert rows == {"m": (None, None), "j": ({"input_tokens": 3}, details)}
+            view = conn.execute(text("SELECT session_id, score_breakdown, score_reasoning FROM session_scores")).one()
+            assert tuple(view) == ("s1", {"a": 3}, "fine")
+        command.downgrade(cfg, "0009")
+        with engine.connect() as conn:
+            assert conn.scalar(text("SELECT data_type FROM information_schema.columns WHERE table_name = 'items' AND column_name = 'payload'")) == "jsonb"
+            assert conn.scalar(text("SELECT score_breakdown FROM session_scores")) == {"a": 3}
+    finally:
+        engine.dispose()
