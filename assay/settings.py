@@ -166,6 +166,16 @@ class Settings(BaseSettings):
             " at once and lands the results together as they come in (1: one per message)."
         ),
     )
+    metric_group_size: int = Field(
+        32,
+        ge=1,
+        description=(
+            "Scores whose metric components travel in one task message: the task claims them in one"
+            " statement, validates each item once for all its components and lands what finished together,"
+            " at least every second (slow items, e.g. pandas, one by one), so a group never outlives its"
+            " leases (1: one score per message)."
+        ),
+    )
     embedded_stall_seconds: float = Field(
         120.0, gt=0, description="`assay run` stops (exit 1) when nothing finished this long while tasks kept failing."
     )

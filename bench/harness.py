@@ -139,10 +139,15 @@ def start_fake(latency: float, requests_per_minute: int | None = None) -> tuple[
     return proc, url
 
 
-def start_worker(env: dict[str, str], queues: str, pool: str, concurrency: int, name: str) -> Proc:
+def start_worker(
+    env: dict[str, str], queues: str, pool: str, concurrency: int, name: str, *, profile: str | None = None
+) -> Proc:
+    """A Celery worker; ``profile``: run it under cProfile, its stats written there when it stops
+    (use the solo pool: the tasks then run in the profiled main thread)."""
+    profiled = ["-m", "cProfile", "-o", profile] if profile else []
     proc = Proc(
         [
-            sys.executable, "-m", "celery", "-A", "assay.workers.app", "worker", "-Q", queues, "-P", pool,
+            sys.executable, *profiled, "-m", "celery", "-A", "assay.workers.app", "worker", "-Q", queues, "-P", pool,
             "-c", str(concurrency), "-l", "WARNING", "--without-mingle", "--without-gossip", "-n", f"{name}@%h",
         ],
         env,
@@ -330,3 +335,136 @@ def wait_batch(url: str, batch_id: str, timeout: float = 7200) -> tuple[dict, fl
                 return view, time.perf_counter() - started
             time.sleep(0.5)
     raise RuntimeError(f"batch {batch_id} did not finish in {timeout}s")
+
+
+# --- CPU of every process of a run --------------------------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _own_ticks(pid: int, *, reaped: bool = False) -> int:
+    """utime + stime of one process (``reaped``: plus its waited-for children's, cutime + cstime)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks + int(fields[13]) + int(fields[14]) if reaped else ticks
+
+
+def _pids_named(comm: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == comm:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _postmaster() -> int | None:
+    """The PostgreSQL cluster's main process: a ``postgres`` process whose parent is not one."""
+    pids = set(_pids_named("postgres"))
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is not None and int(fields[1]) not in pids:
+            return pid
+    return None
+
+
+def _cluster_ticks(postmaster: int | None) -> int:
+    """Every PostgreSQL process's CPU, exited backends included (the postmaster reaps them: their CPU
+    is in its cutime + cstime)."""
+    if postmaster is None:
+        return 0
+    return _own_ticks(postmaster, reaped=True) + sum(_own_ticks(pid) for pid in _children(postmaster))
+
+
+class SystemCpu:
+    """CPU seconds each process of a run spent between ``start()`` and ``stop()``, read from
+    /proc/<pid>/stat (utime + stime): the named process trees (API, workers, ...), the Redis server,
+    the PostgreSQL backends of the scratch database (sampled every ``interval`` while the run goes, so
+    backends that come and go count too) and the whole PostgreSQL cluster (every backend of every
+    database and the background processes: an upper bound when other work shares the machine).
+
+    Redis and the PostgreSQL cluster are the machine's shared servers: their figures include whatever
+    else ran meanwhile."""
+
+    def __init__(self, env: dict[str, str], procs: dict[str, int], interval: float = 0.5) -> None:
+        self.procs = procs
+        self.database = env["ASSAY_DATABASE_URL"].rsplit("/", 1)[1]
+        self.interval = interval
+        self.redis = _pids_named("redis-server")
+        self.postmaster = _postmaster()
+        self._backends: dict[int, list[int]] = {}  # pid -> [ticks at first sight, ticks last seen]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_backends, daemon=True)
+        self.seconds: dict[str, float] = {}
+
+    def _backend_pids(self, conn: psycopg.Connection) -> list[int]:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (self.database,)
+        ).fetchall()
+        return [pid for (pid,) in rows]
+
+    def _sample(self, conn: psycopg.Connection, first: bool) -> None:
+        for pid in self._backend_pids(conn):
+            ticks = _own_ticks(pid)
+            seen = self._backends.get(pid)
+            if seen is None:
+                # A backend that started during the run counts from zero; one there before, from now.
+                self._backends[pid] = [ticks if first else 0, ticks]
+            else:
+                seen[1] = max(seen[1], ticks)
+
+    def _sample_backends(self) -> None:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:  # the admin database: not counted
+            while not self._stop.wait(self.interval):
+                try:
+                    self._sample(conn, first=False)
+                except psycopg.Error:
+                    pass
+
+    def _totals(self) -> dict[str, int]:
+        ticks = {name: sum(_own_ticks(p) for p in tree(pid)) for name, pid in self.procs.items()}
+        ticks["Redis server"] = sum(_own_ticks(pid) for pid in self.redis)
+        ticks["PostgreSQL cluster"] = _cluster_ticks(self.postmaster)
+        return ticks
+
+    def start(self) -> SystemCpu:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            self._sample(conn, first=True)
+        self._before = self._totals()
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        # The process trees first (a worker's children exit when it is stopped), then the last sample.
+        after = self._totals()
+        self._stop.set()
+        self._thread.join(timeout=10)
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            self._sample(conn, first=False)
+        self.seconds = {name: (after[name] - self._before[name]) / CLK_TCK for name in after}
+        backends = sum(last - first for first, last in self._backends.values()) / CLK_TCK
+        self.seconds["PostgreSQL backends (this database)"] = backends
+        return self.seconds
+
+    def table(self, items: int, elapsed: float) -> str:
+        """One line per process: CPU seconds, ms per item and share of one core over ``elapsed``."""
+        lines = [f"{'CPU per process':38} {'seconds':>8} {'ms/item':>8} {'cores':>6}"]
+        system = 0.0
+        for name, seconds in self.seconds.items():
+            lines.append(f"  {name:36} {seconds:8.1f} {1000 * seconds / items:8.2f} {seconds / elapsed:6.2f}")
+            if name not in ("PostgreSQL cluster", "fake judge (not Assay)"):
+                system += seconds
+        lines.append(
+            f"  {'all Assay processes + Redis + PG db':36} {system:8.1f} {1000 * system / items:8.2f} {system / elapsed:6.2f}"
+        )
+        return "\n".join(lines)

@@ -1,6 +1,7 @@
 """N items through the distributed pipeline (API → Redis → workers → Postgres) with the fake judge.
 
-Prints items/s, worker CPU per item, peak RSS of the API and the workers, the peak Redis memory of
+Prints items/s, the CPU per item of every process (API, planner, metrics and judge workers, the Redis
+server, the PostgreSQL backends of the run's database and the whole PostgreSQL cluster), peak RSS of the API and the workers, the peak Redis memory of
 this run's keys, the Postgres database size, and what those come to per item (and for 1M items).
 Uses the local PostgreSQL and Redis (a scratch database and a private key namespace, removed
 afterwards).
@@ -25,6 +26,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="fake judge latency in seconds")
     parser.add_argument("--judge-concurrency", type=int, default=16, help="judge calls in flight")
     parser.add_argument("--metrics-concurrency", type=int, default=2)
+    parser.add_argument(
+        "--profile-metrics", metavar="OUT.prof",
+        help="run the metrics worker under cProfile (solo pool, one process) and write its stats here; "
+        "its CPU figures are then inflated by the profiler (read the profile for shares)",
+    )
     args = parser.parse_args()
 
     with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
@@ -34,18 +40,33 @@ def main() -> None:
         env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url, "ASSAY_CONFIG_DIR": str(config)}
         api, url = harness.start_api(env)
         workers = [
-            harness.start_worker(env, "metrics,control", "prefork", args.metrics_concurrency, "metrics"),
+            harness.start_worker(env, "metrics", "prefork", args.metrics_concurrency, "metrics")
+            if not args.profile_metrics
+            else harness.start_worker(env, "metrics", "solo", 1, "metrics", profile=str(Path(args.profile_metrics).resolve())),
             harness.start_judge_worker(env, args.judge_concurrency, "judge"),
+            # The planner (and reconciler) apart, so that its CPU is its own.
+            harness.start_worker(env, "control", "solo", 1, "control"),
         ]
         try:
             time.sleep(3)  # let the workers finish importing before the clock starts
             items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
             cpu_before = {w.pid: harness.cpu_seconds(w.pid) for w in workers}
+            system = harness.SystemCpu(
+                env,
+                {
+                    "API": api.pid,
+                    "planner (control worker)": workers[2].pid,
+                    "metrics worker": workers[0].pid,
+                    "judge worker": workers[1].pid,
+                    "fake judge (not Assay)": fake.pid,
+                },
+            ).start()
             prefix = env["ASSAY_BROKER_KEY_PREFIX"]
             with harness.PeakSampler(lambda: harness.redis_prefix_memory_mb(prefix), interval=2.0) as redis_peak:
                 batch_id, upload_s = harness.upload(url, items)
                 view, run_s = harness.wait_batch(url, batch_id)
             cpu = {w.pid: harness.cpu_seconds(w.pid) - cpu_before[w.pid] for w in workers}
+            system.stop()
             db_mb = harness.database_size_mb(env)
             total_s = upload_s + run_s
             p = view["progress"]
@@ -56,6 +77,7 @@ def main() -> None:
             print(f"completed / errored   {p['completed']} / {p['errored']}")
             print(f"CPU metrics worker    {cpu[workers[0].pid]:.1f} s ({1000 * cpu[workers[0].pid] / args.items:.2f} ms/item)")
             print(f"CPU judge worker      {cpu[workers[1].pid]:.1f} s ({1000 * cpu[workers[1].pid] / args.items:.2f} ms/item)")
+            print(system.table(args.items, total_s))
             print(f"peak RSS api/metrics/judge  {harness.peak_rss_mb(api.pid):.0f} / "
                   f"{harness.peak_rss_mb(workers[0].pid):.0f} / {harness.peak_rss_mb(workers[1].pid):.0f} MiB")
             print(f"peak Redis (run keys) {redis_peak.peak:.1f} MiB")

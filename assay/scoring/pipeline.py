@@ -612,9 +612,12 @@ def land(
     return bool(land_many(session, [Landing(ref, result, claim)], timed_out=timed_out))
 
 
-def land_many(session: Session, landings: Sequence[Landing], *, timed_out: bool = False) -> set[ComponentRef]:
+def land_many(
+    session: Session, landings: Sequence[Landing], *, timed_out: bool = False, items: dict[uuid.UUID, Any] | None = None
+) -> set[ComponentRef]:
     """Record each component's result once; returns the components that landed now (not those a
-    duplicate run had landed already). A score whose last component lands is finalized.
+    duplicate run had landed already). The scores whose last component lands are finalized together
+    (``items``: their items, already validated, if at hand).
 
     One landing takes two statements (each with RETURNING). Several take a locking read of which can
     land, the component and score updates as two executemany, and one read of the scores."""
@@ -656,9 +659,9 @@ def land_many(session: Session, landings: Sequence[Landing], *, timed_out: bool 
         claim = by_ref[ref].claim
         if claim is None or claim.budgeted:
             _charge(session, counted[ref.score_id].batch_id, by_ref[ref].result.cost_usd)
-    for score_id, score in counted.items():
-        if score.components_landed == score.components_total:
-            finalize_score(session, score_id, score=score)
+    complete = {score_id: score for score_id, score in counted.items() if score.components_landed == score.components_total}
+    if complete:
+        finalize_scores(session, complete, items=items)
     return set(landed)
 
 
@@ -679,13 +682,6 @@ _FINALIZING_SCORE = select(
     _s.status, _s.criteria_hash, _s.error_kind, _s.batch_id, _s.suite_name, _s.item_id, _s.calibration_run_id
 ).where(
     _s.id == bindparam("b_score_id")
-)
-_FINALIZING_COMPONENTS = select(
-    _c.component, _c.status, _c.score, _c.weight, _c.usage, _c.cost_usd, _c.reason, _c.details
-).where(_c.score_id == bindparam("b_score_id"))
-# For a kind with pass blockers: the item's payload beside each component (one round trip, not two).
-_FINALIZING_COMPONENTS_AND_ITEM = _FINALIZING_COMPONENTS.add_columns(
-    select(Item.payload).where(Item.id == bindparam("b_item_id")).scalar_subquery().label("payload")
 )
 _FINALIZE = (
     update(_scores)
@@ -733,82 +729,120 @@ def min_score_blockers(criteria: Criteria, components: Iterable[Any]) -> list[st
 
 
 def finalize_score(session: Session, score_id: uuid.UUID, *, score: Any = None) -> None:
-    """Total, pass and status of a score whose components have all landed (Core statements: this runs
-    once per score on the landing hot path). ``score``: its row as the landing read it, if at hand
-    (status, criteria_hash, error_kind, batch_id, suite_name, item_id). The item is read only for a
-    kind with pass blockers: a session's payload can be megabytes."""
+    """Total, pass and status of a score whose components have all landed (see ``finalize_scores``).
+    ``score``: its row as the landing read it, if at hand (status, criteria_hash, error_kind,
+    batch_id, suite_name, item_id, calibration_run_id)."""
     row = score if score is not None else session.execute(_FINALIZING_SCORE, {"b_score_id": score_id}).first()
-    if row is None or row.status not in ACTIVE_SCORE_STATUSES:
+    if row is not None:
+        finalize_scores(session, {score_id: row})
+
+
+_FINALIZING_COMPONENTS_OF = select(
+    _c.score_id, _c.component, _c.status, _c.score, _c.weight, _c.usage, _c.cost_usd, _c.reason, _c.details
+).where(_c.score_id.in_(bindparam("b_score_ids", expanding=True)))
+_ITEM_PAYLOADS = select(Item.id, Item.payload).where(Item.id.in_(bindparam("b_item_ids", expanding=True)))
+
+
+def finalize_scores(session: Session, scores: dict[uuid.UUID, Any], *, items: dict[uuid.UUID, Any] | None = None) -> None:
+    """Total, pass and status of scores whose components have all landed, in one pass (Core
+    statements: this runs on the landing hot path): one read of their components, one executemany of
+    their final rows. ``scores``: each score's row as the landing read it (status, criteria_hash,
+    error_kind, batch_id, suite_name, item_id, calibration_run_id). ``items``: scores' items already
+    validated (a metric group's); otherwise the item is read only for a kind with pass blockers (a
+    session's payload can be megabytes)."""
+    active = {score_id: row for score_id, row in scores.items() if row.status in ACTIVE_SCORE_STATUSES}
+    if not active:
         return
-    criteria = load_criteria(session, row.criteria_hash)
-    kind = get_kind(criteria.kind)
-    comps = session.execute(
-        _FINALIZING_COMPONENTS if kind.pass_blockers is None else _FINALIZING_COMPONENTS_AND_ITEM,
-        {"b_score_id": score_id, "b_item_id": row.item_id},
-    ).all()
-    failed = [comp for comp in comps if comp.status == "failed"]
-    ok = [comp for comp in comps if comp.status == "ok"]
-    total: float | None = None
-    passed = False
-    partial = False
-    error_kind: str | None
-    if failed:
-        # A failed component never renormalises: the score fails, with the reason, and can be retried.
-        status = "timed_out" if row.error_kind == "timed_out" else "failed"
-        error_kind = row.error_kind or "component_failed"
-        error_message = "; ".join(f"{comp.component}: {comp.reason}" for comp in failed)
-    elif not ok:
-        status, error_kind = "failed", "nothing_scored"
-        error_message = "every component was skipped: " + "; ".join(f"{comp.component}: {comp.reason}" for comp in comps)
-    else:
-        weight = sum(comp.weight for comp in ok)
-        total = min(1.0, max(0.0, sum((comp.score or 0.0) * comp.weight for comp in ok) / weight))
-        partial = len(ok) < len(comps)
-        payload = comps[0].payload if kind.pass_blockers is not None else None
-        item_blockers = kind.pass_blockers(kind.item_model.model_validate(payload)) if payload is not None else []
-        blockers = list(
-            dict.fromkeys([*item_blockers, *component_pass_blockers(comps), *min_score_blockers(criteria, comps)])
+    items = items or {}
+    comps_of: dict[uuid.UUID, list[Any]] = {score_id: [] for score_id in active}
+    for comp in session.execute(_FINALIZING_COMPONENTS_OF, {"b_score_ids": list(active)}):
+        comps_of[comp.score_id].append(comp)
+    kinds = {score_id: load_criteria(session, row.criteria_hash) for score_id, row in active.items()}
+    wanted = {
+        row.item_id for score_id, row in active.items()
+        if get_kind(kinds[score_id].kind).pass_blockers is not None and score_id not in items
+    }
+    payloads = dict(session.execute(_ITEM_PAYLOADS, {"b_item_ids": list(wanted)}).all()) if wanted else {}
+    now = utcnow()
+    finals = []
+    for score_id, row in active.items():
+        criteria = kinds[score_id]
+        kind = get_kind(criteria.kind)
+        comps = comps_of[score_id]
+        failed = [comp for comp in comps if comp.status == "failed"]
+        ok = [comp for comp in comps if comp.status == "ok"]
+        total: float | None = None
+        passed = False
+        partial = False
+        error_kind: str | None
+        if failed:
+            # A failed component never renormalises: the score fails, with the reason, and can be retried.
+            status = "timed_out" if row.error_kind == "timed_out" else "failed"
+            error_kind = row.error_kind or "component_failed"
+            error_message = "; ".join(f"{comp.component}: {comp.reason}" for comp in failed)
+        elif not ok:
+            status, error_kind = "failed", "nothing_scored"
+            error_message = "every component was skipped: " + "; ".join(f"{comp.component}: {comp.reason}" for comp in comps)
+        else:
+            weight = sum(comp.weight for comp in ok)
+            total = min(1.0, max(0.0, sum((comp.score or 0.0) * comp.weight for comp in ok) / weight))
+            partial = len(ok) < len(comps)
+            item_blockers: list[str] = []
+            if kind.pass_blockers is not None:
+                item = items.get(score_id)
+                if item is None and payloads.get(row.item_id) is not None:
+                    item = kind.item_model.model_validate(payloads[row.item_id])
+                item_blockers = kind.pass_blockers(item) if item is not None else []
+            blockers = list(
+                dict.fromkeys([*item_blockers, *component_pass_blockers(comps), *min_score_blockers(criteria, comps)])
+            )
+            passed = total >= criteria.threshold - 1e-12 and not blockers
+            status, error_kind = "completed", None
+            error_message = "; ".join(blockers) or None
+        cost = sum(comp.cost_usd or 0.0 for comp in comps)
+        finals.append(
+            {
+                "b_score_id": score_id,
+                "b_status": status,
+                "b_total": total,
+                "b_passed": passed,
+                "b_partial": partial,
+                "b_error_kind": error_kind,
+                "b_error_message": error_message,
+                "b_usage": _sum_usage(comp.usage for comp in comps) or None,
+                "b_cost_usd": cost,
+                "b_now": now,
+            }
         )
-        passed = total >= criteria.threshold - 1e-12 and not blockers
-        status, error_kind = "completed", None
-        error_message = "; ".join(blockers) or None
-    cost = sum(comp.cost_usd or 0.0 for comp in comps)
-    session.execute(
-        _FINALIZE,
-        {
-            "b_score_id": score_id,
-            "b_status": status,
-            "b_total": total,
-            "b_passed": passed,
-            "b_partial": partial,
-            "b_error_kind": error_kind,
-            "b_error_message": error_message,
-            "b_usage": _sum_usage(comp.usage for comp in comps) or None,
-            "b_cost_usd": cost,
-            "b_now": utcnow(),
-        },
-    )
-    review.after_finalize(
-        session,
-        score_id,
-        suite_name=row.suite_name,
-        item_id=row.item_id,
-        criteria_hash=row.criteria_hash,
-        threshold=criteria.threshold,
-        status=status,
-        total=total,
-        components=comps,
-    )
-    # A calibration repeat is no machine verdict: no kind rows (feedback analytics) and no outcome
-    # counted in Prometheus (its cost is).
-    calibration = getattr(row, "calibration_run_id", None) is not None
-    if kind.on_finalized is not None and not calibration:
-        # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
-        finished = FinalizedScore(score_id, status, total, passed, partial, error_kind, error_message)
-        kind.on_finalized(session, finished, list(comps), criteria)
-    observability.score_finished(row.suite_name, status, passed, cost, calibration=calibration)
-    if row.batch_id is not None:
-        _finish_batch_after_commit(session, row.batch_id)
+    session.execute(_FINALIZE, finals)
+    for final, (score_id, row) in zip(finals, active.items(), strict=True):
+        criteria = kinds[score_id]
+        kind = get_kind(criteria.kind)
+        comps = comps_of[score_id]
+        status, total, passed = final["b_status"], final["b_total"], final["b_passed"]
+        review.after_finalize(
+            session,
+            score_id,
+            suite_name=row.suite_name,
+            item_id=row.item_id,
+            criteria_hash=row.criteria_hash,
+            threshold=criteria.threshold,
+            status=status,
+            total=total,
+            components=comps,
+        )
+        # A calibration repeat is no machine verdict: no kind rows (feedback analytics) and no outcome
+        # counted in Prometheus (its cost is).
+        calibration = getattr(row, "calibration_run_id", None) is not None
+        if kind.on_finalized is not None and not calibration:
+            # Same transaction: the kind's rows (e.g. alert_session feedback) land with the score or not at all.
+            finished = FinalizedScore(
+                score_id, status, total, passed, final["b_partial"], final["b_error_kind"], final["b_error_message"]
+            )
+            kind.on_finalized(session, finished, list(comps), criteria)
+        observability.score_finished(row.suite_name, status, passed, final["b_cost_usd"], calibration=calibration)
+        if row.batch_id is not None:
+            _finish_batch_after_commit(session, row.batch_id)
 
 
 def cache_read_ratio(usage: dict[str, int]) -> float | None:

@@ -45,10 +45,17 @@ def claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: 
 
 
 @store_retry
-def land_results(results: dict[ComponentRef, ComponentResult], claims: dict[ComponentRef, pipeline.Claim]) -> None:
-    """Land results in one transaction (one commit for all)."""
+def land_results(
+    results: dict[ComponentRef, ComponentResult],
+    claims: dict[ComponentRef, pipeline.Claim],
+    items: dict[Any, Any] | None = None,
+) -> None:
+    """Land results in one transaction (one commit for all); ``items``: their scores' items, already
+    validated (by score id), for the finalize of the scores they complete."""
     with transaction() as session:
-        pipeline.land_many(session, [pipeline.Landing(ref, result, claims[ref]) for ref, result in results.items()])
+        pipeline.land_many(
+            session, [pipeline.Landing(ref, result, claims[ref]) for ref, result in results.items()], items=items
+        )
 
 
 @store_retry

@@ -30,6 +30,7 @@ from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute, work_rows
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
+from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
 from assay.workers.landing import claimed_work, defer_component, land_results
 from assay.workers.leases import LeaseKeeper, lease_keeper
@@ -54,24 +55,30 @@ def ref_args(refs: Sequence[ComponentRef]) -> list[list[str]]:
 
 
 class CeleryEnqueuer:
-    """Publishes component tasks to their queues: a metric component per message; judge components
-    in groups of ``judge_group_size``, whose calls a task makes at once (one message, one claim and
-    one landing transaction per group rather than per component). A publish the broker refuses is
-    retried until it is back (a message published twice is harmless: the claim makes it a no-op)."""
+    """Publishes component tasks to their queues: a score's metric components together,
+    ``metric_group_size`` scores per message (one claim, one item validation per score, landings
+    together: :mod:`assay.workers.metric_groups`); judge components in groups of ``judge_group_size``,
+    whose calls a task makes at once (one message, one claim and one landing transaction per group
+    rather than per component). Each message's ``argsrepr`` (what Flower shows) names its group id,
+    its size and its first components. A publish the broker refuses is retried until it is back (a
+    message published twice is harmless: the claim makes it a no-op)."""
 
     @_broker_retry
     def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
         if not refs:
             return
-        size = get_settings().judge_group_size
+        settings = get_settings()
         judge = [ref for ref in refs if ref.queue == Queue.JUDGE]
-        groups = [[ref] for ref in refs if ref.queue != Queue.JUDGE]
+        metric = metric_groups.metric_groups([ref for ref in refs if ref.queue != Queue.JUDGE], settings.metric_group_size)
+        size = settings.judge_group_size
         with app.producer_or_acquire() as producer:
-            for group in groups:
-                metric_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
-            for start in range(0, len(judge), size):
-                group = judge[start : start + size]
-                judge_components.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer)
+            for task_, groups in (
+                (metric_components, metric),
+                (judge_components, [judge[start : start + size] for start in range(0, len(judge), size)]),
+            ):
+                for group in groups:
+                    shown = metric_groups.describe_group(metric_groups.new_group_id(), group)
+                    task_.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer, argsrepr=shown)
 
 
 enqueuer = CeleryEnqueuer()
@@ -265,8 +272,8 @@ def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime | None) ->
 
 @task("scoring.metric_components", Queue.METRICS, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
 def metric_components(self, refs: list[list[str]]) -> None:
-    """Metric components ``[[score_id, component], ...]`` (the enqueuer sends one per message)."""
-    _run_components(self, refs, Queue.METRICS)
+    """Metric components ``[[score_id, component], ...]``: a group of scores' (see :mod:`assay.workers.metric_groups`)."""
+    metric_groups.run_metric_group(self.request.id, refs, enqueuer.enqueue)
 
 
 @task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)

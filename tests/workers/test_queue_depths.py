@@ -15,11 +15,12 @@ def test_queue_depths_count_messages_under_the_key_prefix(clean_db):
     assert get_settings().broker_key_prefix, "the tests run under a broker key prefix"
     before = queue_depths()
     assert before is not None
-    refs = [ComponentRef(uuid.uuid4(), "schema_match", "metrics") for _ in range(7)]
+    # Metric components travel metric_group_size scores per message: 2.5 groups' worth is 3 messages.
+    refs = [ComponentRef(uuid.uuid4(), "schema_match", "metrics") for _ in range(get_settings().metric_group_size * 5 // 2)]
     enqueuer.enqueue(refs)
     try:
         after = queue_depths()
-        assert after is not None and after["metrics"] == before["metrics"] + 7
+        assert after is not None and after["metrics"] == before["metrics"] + 3
         assert after["judge"] == before["judge"]
     finally:
         with app.connection_for_write() as conn:
@@ -36,7 +37,7 @@ def test_judge_components_travel_in_groups_of_the_group_size(clean_db):
         enqueuer.enqueue([ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(3)])
         assert queue_depths()["judge"] == before + 5 + 1  # a small publish: one message, its calls made at once
         enqueuer.enqueue([ComponentRef(uuid.uuid4(), "schema_match", "metrics") for _ in range(3)])
-        assert queue_depths()["judge"] == before + 5 + 1  # metric components: one message each, elsewhere
+        assert queue_depths()["judge"] == before + 5 + 1  # metric components: in their own messages, elsewhere
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_purge("judge")

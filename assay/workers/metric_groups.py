@@ -1,0 +1,171 @@
+"""The deterministic path: one task computes every metric component of a group of scores.
+
+The enqueuer sends a score's metric components together, ``metric_group_size`` scores per message.
+The task claims the whole group in one statement, reads the scores' work in one query and validates
+each item once (its components share it), computes the components one after another in its own
+thread, and lands what finished in one transaction with set-based writes (which finalizes, in the same
+transaction, the scores whose last component landed). Results land at least every
+``LAND_EVERY_SECONDS`` (and after each component that took longer): a killed worker loses at most
+that much finished work besides the component in flight, and slow items (pandas, seconds each) land
+one by one. Each component starts only while its lease is certainly held (the lease keeper's
+heartbeat renews the group's leases while the task runs), so a group never outlives its leases.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pydantic
+
+from assay import observability
+from assay.scoring import pipeline
+from assay.scoring.criteria import load_criteria
+from assay.scoring.errors import AssayError
+from assay.scoring.kinds import get_kind
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
+from assay.scoring.pipeline import ComponentRef
+from assay.scoring.scorer import WorkUnit, _load_dataset, compute, work_rows
+from assay.scoring.store.db import after_commits_gathered, transaction
+from assay.settings import get_settings
+from assay.workers.app import Queue
+from assay.workers.landing import defer_component, land_results
+from assay.workers.leases import lease_keeper
+
+log = logging.getLogger(__name__)
+
+# Finished results wait at most this long for the next ones before landing together.
+LAND_EVERY_SECONDS = 1.0
+
+Enqueue = Callable[..., None]  # CeleryEnqueuer.enqueue(refs, countdown=...)
+
+
+def group_refs(pairs: Sequence[Sequence[str]], queue: Queue = Queue.METRICS) -> list[ComponentRef]:
+    """A task's ``[[score_id, component], ...]`` as refs, duplicates dropped, order kept."""
+    return list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue.value) for score_id, component in pairs))
+
+
+def describe_group(group_id: str, refs: Sequence[ComponentRef], shown: int = 3) -> str:
+    """What Flower shows of a group task: its id, its size and its first components."""
+    first = ", ".join(f"score {str(ref.score_id)[:8]}/{ref.component}" for ref in refs[:shown])
+    more = ", …" if len(refs) > shown else ""
+    noun = "component" if len(refs) == 1 else "components"
+    return f"group {group_id}: {len(refs)} {noun} ({first}{more})"
+
+
+def new_group_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def metric_groups(refs: Sequence[ComponentRef], scores_per_group: int) -> list[list[ComponentRef]]:
+    """Metric refs in groups of ``scores_per_group`` scores, each score's components together."""
+    by_score: dict[uuid.UUID, list[ComponentRef]] = {}
+    for ref in refs:
+        by_score.setdefault(ref.score_id, []).append(ref)
+    scores = list(by_score.values())
+    return [
+        [ref for score in scores[start : start + scores_per_group] for ref in score]
+        for start in range(0, len(scores), scores_per_group)
+    ]
+
+
+def _read_works(
+    session: Any, refs: list[ComponentRef], claims: dict[ComponentRef, pipeline.Claim], owner: str
+) -> dict[ComponentRef, WorkUnit]:
+    """The work of each claimed component; each score's item validated once for all its components.
+    A component with nothing to compute (poison, budget, unreadable work) is dealt with here, as
+    :func:`assay.workers.landing.claimed_work` does one at a time."""
+    claimed = [ref for ref in refs if claims[ref].state == "claimed"]
+    rows = work_rows(session, {ref.score_id for ref in claimed})
+    max_attempts = get_settings().max_component_attempts
+    items: dict[uuid.UUID, tuple[Any, Any, Any, MetricContext] | Exception] = {}
+    works: dict[ComponentRef, WorkUnit] = {}
+    for ref in claimed:
+        claim = claims[ref]
+        if pipeline.expire_poison(session, ref, claim.attempts, max_attempts):
+            continue
+        if claim.budget_spent:
+            pipeline.stop_for_budget(session, ref, owner)
+            continue
+        row = rows.get(ref.score_id)
+        if row is None:
+            continue  # the score is gone
+        if ref.score_id not in items:
+            try:
+                criteria = load_criteria(session, row.criteria_hash)
+                kind = get_kind(criteria.kind)
+                item = kind.item_model.model_validate(row.payload)
+                # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
+                items[ref.score_id] = (criteria, kind, item, MetricContext(now=row.created_at, dataset_loader=_load_dataset))
+            except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
+                items[ref.score_id] = exc
+        found = items[ref.score_id]
+        if isinstance(found, Exception):
+            message = found.message if isinstance(found, AssayError) else str(found)
+            pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {message}"), claim=claim)
+            continue
+        criteria, kind, item, context = found
+        works[ref] = WorkUnit(ref, row.criteria_hash, criteria, kind, item, context, judge_timeout=0.0)
+    return works
+
+
+def _outcome(work: WorkUnit) -> ComponentResult | Exception:
+    try:
+        return compute(work, None)
+    except Exception as exc:  # compute fails a metric's own errors; anything else is infrastructure
+        log.exception("component %s of score %s raised", work.ref.component, work.ref.score_id)
+        return exc
+
+
+def run_metric_group(task_id: str | None, pairs: Sequence[Sequence[str]], enqueue: Enqueue) -> None:
+    """Claim, compute and land a group of metric components (see the module's docstring)."""
+    refs = group_refs(pairs)
+    owner = task_id or uuid.uuid4().hex
+    lease = get_settings().metrics_lease_seconds
+    # Whether a finished score completed its batch is asked once the group is done, not per landing.
+    with after_commits_gathered():
+        # One transaction claims and reads the work; it commits (the leases are visible) before computing.
+        with transaction() as session:
+            claims = pipeline.claim_many(session, refs, owner, lease)
+            works = _read_works(session, refs, claims, owner)
+        busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
+        if busy:
+            enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
+        keeper = lease_keeper()
+        finished: dict[ComponentRef, ComponentResult] = {}
+
+        def land() -> None:
+            if finished:
+                land_results(finished, claims, {ref.score_id: works[ref].item for ref in finished})
+                for ref, result in finished.items():
+                    observability.component_landed(Queue.METRICS, ref.component, result.status)
+                finished.clear()
+
+        # The process's heartbeat renews these leases while this task runs them, and no longer.
+        with keeper.holding(owner, works, lease):
+            landed_at = time.monotonic()
+            for ref, work in works.items():
+                if not keeper.holds(owner, ref):
+                    log.warning(
+                        "component %s of score %s not started: its lease may have run out (the heartbeat could "
+                        "not renew it) or been taken over; it is left to whoever holds it now", ref.component, ref.score_id,
+                    )
+                    continue
+                outcome = _outcome(work)
+                if isinstance(outcome, Exception):
+                    land()  # what finished before lands first
+                    # Infrastructure trouble: retry later, spending an attempt.
+                    backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
+                    reason = f"{type(outcome).__name__}: {outcome}"
+                    defer_component(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
+                    observability.task_retried(Queue.METRICS, "error")
+                    enqueue([ref], countdown=backoff)
+                    continue
+                finished[ref] = outcome
+                if time.monotonic() - landed_at >= LAND_EVERY_SECONDS:
+                    land()
+                    landed_at = time.monotonic()
+            land()

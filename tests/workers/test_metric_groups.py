@@ -1,0 +1,82 @@
+"""Metric components travel a group of scores per message (each score's together), and every
+component task message names its group for Flower: its id, its size and its first components."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+from assay.scoring.pipeline import ComponentRef
+from assay.settings import get_settings
+from assay.workers.app import app
+from assay.workers.metric_groups import describe_group, metric_groups
+from assay.workers.tasks import enqueuer
+
+METRICS = ("schema_match", "semantic_similarity", "results_match")
+
+
+def _published(queue: str) -> list[tuple[list[list[str]], str]]:
+    """Every message waiting in ``queue``, taken off it: (its refs argument, its argsrepr header)."""
+    out = []
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        while (message := channel.basic_get(queue, no_ack=True)) is not None:
+            args, _, _ = json.loads(message.body) if isinstance(message.body, (str, bytes)) else message.body
+            out.append((args[0], message.headers["argsrepr"]))
+    return out
+
+
+def _purge() -> None:
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge("metrics")
+        conn.default_channel.queue_purge("judge")
+
+
+def test_a_scores_metric_components_travel_together_group_size_scores_per_message(clean_db):
+    size = get_settings().metric_group_size
+    scores = [uuid.uuid4() for _ in range(size + 5)]
+    # Interleaved as a planner could hand them over: each score's components still travel together.
+    refs = [ComponentRef(score, name, "metrics") for name in METRICS for score in scores]
+    _purge()
+    try:
+        enqueuer.enqueue(refs)
+        messages = _published("metrics")
+    finally:
+        _purge()
+    assert [len(args) for args, _ in messages] == [3 * size, 3 * 5]
+    sent = [(uuid.UUID(score), name) for args, _ in messages for score, name in args]
+    assert sorted(sent) == sorted((ref.score_id, ref.component) for ref in refs)
+    for args, _ in messages:
+        in_message = {score for score, _ in args}
+        assert all(sum(1 for score, _ in args if score == s) == 3 for s in in_message)
+    first, last = messages
+    assert re.fullmatch(
+        rf"group [0-9a-f]{{8}}: {3 * size} components \(score {str(scores[0])[:8]}/schema_match, "
+        rf"score {str(scores[0])[:8]}/semantic_similarity, score {str(scores[0])[:8]}/results_match, …\)",
+        first[1],
+    ), first[1]
+    assert first[1].split(":")[0] != last[1].split(":")[0]  # each group its own id
+
+
+def test_judge_group_messages_name_their_group_too(clean_db):
+    refs = [ComponentRef(uuid.uuid4(), "llm_grading", "judge") for _ in range(get_settings().judge_group_size + 1)]
+    _purge()
+    try:
+        enqueuer.enqueue(refs)
+        messages = _published("judge")
+    finally:
+        _purge()
+    assert [len(args) for args, _ in messages] == [len(refs) - 1, 1]
+    assert messages[0][1].startswith("group ") and f": {len(refs) - 1} components (score {str(refs[0].score_id)[:8]}/llm_grading, " in messages[0][1]
+    assert messages[1][1].endswith(f": 1 component (score {str(refs[-1].score_id)[:8]}/llm_grading)")
+
+
+def test_grouping_and_description_edge_cases():
+    assert metric_groups([], 4) == []
+    one = [ComponentRef(uuid.uuid4(), "a", "metrics")]
+    assert metric_groups(one, 1) == [one]
+    a, b = uuid.uuid4(), uuid.uuid4()
+    refs = [ComponentRef(a, "x", "metrics"), ComponentRef(b, "x", "metrics"), ComponentRef(a, "y", "metrics")]
+    assert metric_groups(refs, 1) == [[refs[0], refs[2]], [refs[1]]]
+    assert describe_group("abc", refs, shown=2) == f"group abc: 3 components (score {str(a)[:8]}/x, score {str(b)[:8]}/x, …)"
