@@ -80,3 +80,89 @@ def test_grouping_and_description_edge_cases():
     refs = [ComponentRef(a, "x", "metrics"), ComponentRef(b, "x", "metrics"), ComponentRef(a, "y", "metrics")]
     assert metric_groups(refs, 1) == [[refs[0], refs[2]], [refs[1]]]
     assert describe_group("abc", refs, shown=2) == f"group abc: 3 components (score {str(a)[:8]}/x, score {str(b)[:8]}/x, …)"
+
+
+# --- the group task, run in-process on the real store ----------------------------------------------------
+
+
+def _metric_refs(batch_id):  # type: ignore[no-untyped-def]
+    from tests.scoring.test_pipeline import plan_all
+
+    return [ref for ref in plan_all(batch_id) if ref.queue == "metrics"]
+
+
+def _landed() -> set[tuple[uuid.UUID, str]]:
+    from sqlalchemy import select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import ScoreComponent
+
+    with transaction() as session:
+        rows = session.execute(
+            select(ScoreComponent.score_id, ScoreComponent.component).where(ScoreComponent.landed_at.is_not(None))
+        ).all()
+    return {(row.score_id, row.component) for row in rows}
+
+
+def test_a_group_lands_what_finished_before_a_slow_component_starts_and_validates_each_item_once(clean_db, monkeypatch):
+    from assay.scoring.kinds import get_kind
+    from assay.workers import metric_groups
+    from tests.scoring.test_pipeline import make_batch
+
+    batch_id, _ = make_batch(3)
+    refs = _metric_refs(batch_id)
+    assert len(refs) == 9
+    seen: list[tuple[ComponentRef, set[tuple[uuid.UUID, str]]]] = []
+    real_compute = metric_groups.compute
+    clock = [1000.0]  # the group's clock: only the slow component moves it (the machine's load cannot)
+
+    class FakeTime:
+        @staticmethod
+        def monotonic() -> float:
+            return clock[0]
+
+    def slow_compute(work, runtime):  # type: ignore[no-untyped-def]
+        seen.append((work.ref, _landed()))
+        if work.ref == refs[3]:
+            clock[0] += metric_groups.LAND_EVERY_SECONDS + 0.5  # a slow item: it lands before the next starts
+        return real_compute(work, runtime)
+
+    validations = []
+    kind = get_kind("kql")
+    real_validate = kind.item_model.model_validate
+    monkeypatch.setattr(kind.item_model, "model_validate", lambda payload: validations.append(1) or real_validate(payload))
+    monkeypatch.setattr(metric_groups, "compute", slow_compute)
+    monkeypatch.setattr(metric_groups, "time", FakeTime)
+    requeued = []
+    metric_groups.run_metric_group("task-1", [[str(r.score_id), r.component] for r in refs], lambda *a, **k: requeued.append(a))
+    assert [ref for ref, _ in seen] == refs and not requeued
+    keys = [(r.score_id, r.component) for r in refs]
+    assert seen[3][1] == set()  # nothing landed before the slow one: no time had passed
+    assert seen[4][1] == set(keys[:4])  # the slow one took longer than the landing interval: all four landed
+    assert set(keys) <= _landed()
+    assert len(validations) == 3  # one per item, shared by its three metric components
+
+
+def test_a_group_does_not_start_a_component_whose_lease_it_no_longer_holds(clean_db, monkeypatch):
+    from sqlalchemy import select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import ScoreComponent
+    from assay.workers import leases, metric_groups
+    from tests.scoring.test_pipeline import make_batch
+
+    batch_id, _ = make_batch(2)
+    refs = _metric_refs(batch_id)
+    lost = refs[2]
+    real_holds = leases.LeaseKeeper.holds
+    monkeypatch.setattr(leases.LeaseKeeper, "holds", lambda self, owner, ref: ref != lost and real_holds(self, owner, ref))
+    metric_groups.run_metric_group("task-2", [[str(r.score_id), r.component] for r in refs], lambda *a, **k: None)
+    assert (lost.score_id, lost.component) not in _landed()
+    assert {(r.score_id, r.component) for r in refs if r != lost} <= _landed()
+    with transaction() as session:
+        status, owner = session.execute(
+            select(ScoreComponent.status, ScoreComponent.lease_owner).where(
+                ScoreComponent.score_id == lost.score_id, ScoreComponent.component == lost.component
+            )
+        ).one()
+    assert (status, owner) == ("in_progress", "task-2")  # left to its lease and the reconciler
