@@ -369,6 +369,47 @@ def check_startup_order(c: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _published(service: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """(host interface or None for every interface, container port) of each published port."""
+    out = []
+    for spec in service.get("ports") or []:
+        if isinstance(spec, dict):
+            out.append((spec.get("host_ip"), str(spec.get("target"))))
+            continue
+        parts = _strip_interpolations(str(spec)).split("/")[0].split(":")
+        out.append((parts[0] if len(parts) == 3 else None, parts[-1]))
+    return out
+
+
+def check_published_ports(c: dict[str, Any]) -> list[str]:
+    """Flower listens on every interface inside its container (assay flower's default is loopback, which
+    the published port cannot reach) and is published on the host's loopback only; the API's published
+    port is the one it listens on."""
+    services = c["services"]
+    problems = []
+    flower = services.get("flower") or {}
+    tokens = _tokens(flower.get("command"))
+    if _option_value(tokens, "--address") != "0.0.0.0":
+        problems.append(f"flower: does not listen on 0.0.0.0 in its container (unreachable through the port): {tokens}")
+    port = _option_value(tokens, "--port") or "5555"
+    published = _published(flower)
+    if not published:
+        problems.append("flower: no published port")
+    for host_ip, target in published:
+        if host_ip != "127.0.0.1":
+            problems.append(f"flower: published on {host_ip or 'every interface'}, not the host's 127.0.0.1 only")
+        if target != port:
+            problems.append(f"flower: publishes container port {target}, but listens on {port}")
+    api = services.get("api") or {}
+    api_port = _option_value(_tokens(api.get("command")), "--port")
+    if _option_value(_tokens(api.get("command")), "--host") != "0.0.0.0":
+        problems.append("api: does not listen on 0.0.0.0 in its container")
+    for _, target in _published(api):
+        if target != api_port:
+            problems.append(f"api: publishes container port {target}, but listens on {api_port}")
+    return problems
+
+
 # --- Dockerfile checks --------------------------------------------------------------------------------
 
 
@@ -499,6 +540,10 @@ def test_startup_order(compose: dict[str, Any]) -> None:
     assert check_startup_order(compose) == []
 
 
+def test_published_ports(compose: dict[str, Any]) -> None:
+    assert check_published_ports(compose) == []
+
+
 def test_dockerfile(dockerfile: str) -> None:
     assert check_dockerfile(dockerfile) == []
 
@@ -573,6 +618,11 @@ COMPOSE_MUTANTS: dict[str, tuple[Callable[..., list[str]], Callable[[dict[str, A
     "api starts before migrate": (check_startup_order, _set("api.depends_on", {"migrate": {"condition": "service_started"}, "redis": {"condition": "service_healthy"}})),
     "worker short depends_on": (check_startup_order, _set("worker-metrics.depends_on", ["migrate", "redis"])),
     "migrate restarts": (check_startup_order, _set("migrate.restart", "always")),
+    "flower on its loopback": (check_published_ports, _set("flower.command", ["flower", "--port", "5555"])),
+    "flower on every host interface": (check_published_ports, _set("flower.ports", ["5555:5555"])),
+    "flower published on another port": (check_published_ports, _set("flower.ports", ["127.0.0.1:5555:5556"])),
+    "flower not published": (check_published_ports, _set("flower.ports", _DELETE)),
+    "api published on another port": (check_published_ports, _set("api.ports", ["8000:8080"])),
 }
 
 
