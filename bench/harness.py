@@ -113,7 +113,7 @@ def start_api(env: dict[str, str]) -> tuple[Proc, str]:
     port = free_port()
     proc = Proc([sys.executable, "-m", "assay.cli", "api", "--port", str(port)], env, "api")
     url = f"http://127.0.0.1:{port}"
-    wait_http(f"{url}/healthz")
+    wait_http(f"{url}/healthz", timeout=180)  # a loaded machine (other benchmarks, tests) starts it slowly
     return proc, url
 
 
