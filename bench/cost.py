@@ -1,9 +1,12 @@
 """Judge cost: cache-read ratio and billed-token equivalents per judgment, batch lane vs realtime.
 
-For three suites, alert_session (a long static rubric: the cached system prompt), kql (a short
-prefix, below its model's minimum cacheable length) and long_rubric (bench/suites/long_rubric.yaml: a
-generic suite's rubric judge with four weighted criteria and their evaluation steps, ~2,000+ tokens of
-fixed text laid out cache-first), the same N distinct items are judged twice on
+For four suites, alert_session (the EP's prompt as written: a long static rubric in the cached system
+prompt, but its task checklist, reminders and output schema after the session, uncached),
+alert_session_cached (the same words, verdict and component laid out cache-first: every fixed part
+before the session), kql (a short prefix, below its model's minimum cacheable length) and long_rubric
+(bench/suites/long_rubric.yaml: a generic suite's rubric judge with four weighted criteria and their
+evaluation steps, ~2,000+ tokens of fixed text laid out cache-first), the same N distinct items are
+judged twice on
 the in-thread fake Anthropic API (tests/fakes/anthropic_server.py), each lane starting from a cold
 prompt cache (the fake is reset in between):
 
@@ -15,11 +18,12 @@ prompt cache (the fake is reset in between):
 
 Printed per suite and lane: mean tokens per judgment (input, cache write, cache read, output), the
 cache-read ratio (``pipeline.cache_read_ratio``), dollars per judgment, billed input-token equivalents
-(dollars / the model's input price per token) and the batch/realtime cost ratio. The fake counts
-tokens as characters / 4 and keeps a prompt cache its own way (see the notes printed below the
+(dollars / the model's input price per token) and the batch/realtime cost ratio; then, per lane, each
+``*_cached`` suite's read ratio and $ per judgment beside those of the suite it re-lays out. The fake
+counts tokens as characters / 4 and keeps a prompt cache its own way (see the notes printed below the
 table), so the ratios are the meaningful figures, not the absolute ones.
 
-    /tmp/venv/bin/python -m bench.cost [--items 50] [--suites alert_session,kql,long_rubric]
+    .venv/bin/python -m bench.cost [--items 50] [--suites alert_session,alert_session_cached,kql,long_rubric]
 """
 
 from __future__ import annotations
@@ -228,7 +232,7 @@ def as_api_bills(lane: Lane, price: ModelPrice, cacheable: bool) -> Lane:
 # --- the report ------------------------------------------------------------------------------------
 
 HEADER = (
-    f"{'suite / lane':<26}{'judgm.':>7}{'input':>9}{'c.write':>9}{'c.read':>9}{'output':>8}"
+    f"{'suite / lane':<34}{'judgm.':>7}{'input':>9}{'c.write':>9}{'c.read':>9}{'output':>8}"
     f"{'read ratio':>11}{'$/judgment':>12}{'billed in-tok eq':>18}{'batch/rt $':>11}"
 )
 
@@ -241,10 +245,37 @@ def row(label: str, lane: Lane, price: ModelPrice, realtime_cost: float | None) 
     equivalents = per / (price.input_per_mtok / 1_000_000)
     versus = f"{lane.cost / realtime_cost:.3f}" if realtime_cost else "-"
     return (
-        f"{label:<26}{lane.judgments:>7}{mean['input_tokens']:>9.0f}{mean['cache_creation_input_tokens']:>9.0f}"
+        f"{label:<34}{lane.judgments:>7}{mean['input_tokens']:>9.0f}{mean['cache_creation_input_tokens']:>9.0f}"
         f"{mean['cache_read_input_tokens']:>9.0f}{mean['output_tokens']:>8.0f}"
         f"{(f'{100 * ratio:.1f}%' if ratio is not None else '-'):>11}{per:>12.6f}{equivalents:>18.0f}{versus:>11}"
     )
+
+
+CACHED_SUFFIX = "_cached"
+
+
+def beside_uncached(lanes: dict[str, tuple[Lane, Lane]]) -> list[str]:
+    """For every ``X_cached`` suite run together with ``X``: per lane, both read ratios and $ per
+    judgment, and the cached layout's cost as a share of the original's."""
+    lines = []
+    for name, pair in lanes.items():
+        original = name.removesuffix(CACHED_SUFFIX)
+        if original == name or original not in lanes:
+            continue
+        for lane_name, cached, before in zip(("realtime", "batch"), pair, lanes[original]):
+            ratio_before, ratio_after = cache_read_ratio(before.usage), cache_read_ratio(cached.usage)
+            per_before = before.cost / (before.judgments or 1)
+            per_after = cached.cost / (cached.judgments or 1)
+            lines.append(
+                f"{name} vs {original}, {lane_name}: read ratio {_percent(ratio_after)} vs {_percent(ratio_before)};"
+                f" $/judgment {per_after:.6f} vs {per_before:.6f}"
+                f" ({f'{per_after / per_before:.3f}x' if per_before else '-'})"
+            )
+    return lines
+
+
+def _percent(ratio: float | None) -> str:
+    return f"{100 * ratio:.1f}%" if ratio is not None else "-"
 
 
 def main() -> None:
@@ -252,14 +283,20 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=50, help="judgments per suite and lane")
     parser.add_argument(
         "--suites",
-        default="alert_session,kql,long_rubric",
+        default="alert_session,alert_session_cached,kql,long_rubric",
         help=f"comma-separated suite names: installed suites, or the benchmark's own ({', '.join(BENCH_SUITES)})",
     )
     args = parser.parse_args()
 
     catalog = load_model_catalog(CONFIG)
-    makers = {"alert_session": session_items, "kql": kql_items, "long_rubric": generic_items}
+    makers = {
+        "alert_session": session_items,
+        "alert_session_cached": session_items,
+        "kql": kql_items,
+        "long_rubric": generic_items,
+    }
     lines: list[str] = []
+    lanes: dict[str, tuple[Lane, Lane]] = {}
     checks: list[str] = []
     with FakeAnthropic(batch_processing_seconds=0.2) as fake:
         for name in args.suites.split(","):
@@ -276,6 +313,7 @@ def main() -> None:
             realtime = realtime_lane(suite, items, catalog, fake.base_url)
             fake.reset()
             batch = batch_lane(suite, items, catalog, fake.base_url)
+            lanes[name] = (realtime, batch)
 
             lines.append(
                 f"{name}: {judge.model} (${price.input_per_mtok:g} in / ${price.output_per_mtok:g} out /"
@@ -299,6 +337,11 @@ def main() -> None:
     print(HEADER)
     for line in lines:
         print(line)
+    side_by_side = beside_uncached(lanes)
+    if side_by_side:
+        print()
+        for line in side_by_side:
+            print(line)
     print()
     for line in checks:
         print(line)
