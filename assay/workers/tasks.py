@@ -5,8 +5,10 @@ Publishing happens only after the transaction that made the work visible has com
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any
@@ -23,6 +25,7 @@ from assay.scoring import pipeline, rescore
 from assay.scoring.criteria import register_all_suites
 # Imported with this module, in the worker's main thread before any task runs: two pool threads
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
+from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
@@ -188,7 +191,7 @@ def _run_part(
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
             enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
-        runtime = judge_runtime() if queue == Queue.JUDGE else None
+        runtime = _group_runtime(works) if queue == Queue.JUDGE else None
         if calls is not None:
             calls.give(held - len(works))
             held = 0  # from here each of the works' calls gives its thread back when it ends
@@ -216,6 +219,24 @@ def _run_part(
     finally:
         if calls is not None and held:
             calls.give(held)
+
+
+def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
+    """The judge runtime for one group's calls: they ask the breaker and the governor once per model
+    (``GroupGate``), not one by one."""
+    runtime = judge_runtime()
+    if runtime.client is None or runtime.breaker is None or runtime.governor is None:
+        return runtime
+    calls: Counter[str] = Counter()
+    for ref, work in works.items():
+        spec = work.criteria.components.get(ref.component)
+        if spec is None or not spec.is_judge:
+            continue
+        model = getattr(spec.judge, "model", None) or getattr(work.criteria.judge, "model", None)
+        if model:
+            calls[model] += 1
+    gate = GroupGate(runtime.breaker, runtime.governor, calls)
+    return dataclasses.replace(runtime, breaker=gate, governor=gate)
 
 
 Outcome = ComponentResult | Exception

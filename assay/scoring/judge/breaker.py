@@ -42,6 +42,11 @@ class Breaker(Protocol):
         """Return if a call may be sent now (raise ``BreakerOpen`` otherwise): whether its success must
         be recorded (failures are counted, or it is the half-open probe)."""
 
+    def before_group(self, model: str) -> bool:
+        """Whether the breaker is closed with no failure counted: the calls of a group may then go
+        without asking one by one (their successes are no news). Takes nothing: a half-open breaker's
+        probe is left for ``before_call``, so exactly one call of a group (or fleet) takes it."""
+
     def record_success(self, model: str) -> None: ...
 
     def record_failure(self, model: str) -> None:
@@ -88,6 +93,14 @@ if now < probe_at then return {0, tostring(probe_at - now)} end
 if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return {2, '0'} end
 local ttl = redis.call('PTTL', KEYS[2]) / 1000
 return {0, tostring(math.max(0.05, math.min(ttl, tonumber(ARGV[1]))))}
+"""
+
+# KEYS: state hash, probe lock, models set. ARGV: model. Returns 1 when closed with no failure counted.
+_BEFORE_GROUP = """
+if redis.call('HGET', KEYS[1], 'state') == 'open' then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'failures') or '0') > 0 then return 0 end
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1
 """
 
 # KEYS: state hash, probe lock, models set. ARGV: model, threshold, cooldown seconds.
@@ -143,6 +156,7 @@ class RedisBreaker:
         self.cooldown_seconds = cooldown_seconds
         self._probe_ttl_ms = int(probe_timeout_seconds * 1000)
         self._before_call = redis_client.register_script(_BEFORE_CALL)
+        self._before_group = redis_client.register_script(_BEFORE_GROUP)
         self._record_failure = redis_client.register_script(_RECORD_FAILURE)
         self._record_success = redis_client.register_script(_RECORD_SUCCESS)
 
@@ -159,6 +173,9 @@ class RedisBreaker:
         if int(verdict) == 0:
             raise BreakerOpen(model, float(wait))
         return int(verdict) != 1
+
+    def before_group(self, model: str) -> bool:
+        return int(self._before_group(keys=self._keys(model), args=[model])) == 1
 
     def record_failure(self, model: str) -> None:
         self._record_failure(keys=self._keys(model), args=[model, self.threshold, self.cooldown_seconds])
@@ -220,6 +237,11 @@ class InProcessBreaker:
                 st.probe_until = now + self._probe_timeout
                 return True
             raise BreakerOpen(model, max(0.05, min(st.probe_until - now, self.cooldown_seconds)))
+
+    def before_group(self, model: str) -> bool:
+        with self._lock:
+            st = self._models.setdefault(model, _ModelState())
+            return st.state != OPEN and st.failures == 0
 
     def record_failure(self, model: str) -> None:
         with self._lock:

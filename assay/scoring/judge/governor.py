@@ -50,8 +50,9 @@ class RateLimits:
 
 
 class Governor(Protocol):
-    def acquire(self, model: str, tokens: int) -> float:
-        """Take one request of ``tokens`` input tokens: 0.0 when taken, else the seconds to wait first."""
+    def acquire(self, model: str, tokens: int, requests: int = 1) -> float:
+        """Take ``requests`` requests (a group's, at once; 0: tokens only) of ``tokens`` input tokens in
+        all: 0.0 when taken, else the seconds to wait first."""
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         """Learn from a response's ``anthropic-ratelimit-*`` headers (any response, errors included)."""
@@ -149,11 +150,11 @@ class _LimitsGovernor:
             tokens = min(tokens, seen.limit)
         return requests, tokens
 
-    def acquire(self, model: str, tokens: int) -> float:
+    def acquire(self, model: str, tokens: int, requests: int = 1) -> float:
         now = time.time()
         observed, held_until = self._observed.get(model)
         self._known[model] = _binding(observed)
-        provider_wait = max(_provider_wait(observed, tokens, now), held_until - now)
+        provider_wait = max(_provider_wait(observed, tokens, now, requests), held_until - now)
         if provider_wait > 0:
             return max(provider_wait, MIN_WAIT_SECONDS)
         effective = self._effective(model, observed)
@@ -165,7 +166,8 @@ class _LimitsGovernor:
         cost = max(1, min(tokens, tokens_item.amount))
         if not self._limiter.test(tokens_item, model, cost=cost):
             return self._wait(tokens_item, model)
-        if not self._limiter.hit(requests_item, model):
+        # More requests than the whole budget take the whole budget (a group larger than the limit).
+        if requests > 0 and not self._limiter.hit(requests_item, model, cost=min(requests, requests_item.amount)):
             return self._wait(requests_item, model)
         if not self._limiter.hit(tokens_item, model, cost=cost):
             # Another worker took the tokens between test and hit. The request slot just taken stays
@@ -205,10 +207,10 @@ def _binding(observed: dict[str, _Observed]) -> tuple[tuple[str, int | None, int
     return tuple(binding)
 
 
-def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float) -> float:
+def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float, requests: int = 1) -> float:
     """Seconds until the provider's own window refills, when what it said is left cannot cover us."""
     wait = 0.0
-    for dimension, needed in (("requests", 1), ("tokens", tokens)):
+    for dimension, needed in (("requests", requests), ("tokens", tokens)):
         seen = observed.get(dimension)
         if seen is None or seen.remaining is None or seen.reset_at is None or seen.reset_at <= now:
             continue
