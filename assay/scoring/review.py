@@ -38,7 +38,7 @@ from itertools import islice
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session, object_session
 
 from assay.scoring.errors import Conflict, InvalidInput, NotFound
@@ -131,12 +131,36 @@ def describe(reason: dict[str, Any]) -> str:
 
 # --- at finalize -----------------------------------------------------------------------------------------------
 
+# The finalize path's statements, built once: it runs for every completed score (building and
+# cache-keying a statement costs more CPU than running it).
+_FINALIZED_ROW = (
+    select(Score.calibration_run_id, Score.created_at, SuiteRecord.options)
+    .outerjoin(SuiteRecord, SuiteRecord.name == Score.suite_name)
+    .where(Score.id == bindparam("b_score_id"))
+)
+_CLOSE_OLDER_ENTRIES = (
+    update(ReviewQueueEntry)
+    .where(
+        ReviewQueueEntry.suite_name == bindparam("b_suite_name"),
+        ReviewQueueEntry.item_id == bindparam("b_item_id"),
+        ReviewQueueEntry.status == "open",
+        ReviewQueueEntry.score_id.in_(
+            select(Score.id).where(
+                Score.item_id == bindparam("b_older_item_id"),
+                Score.suite_name == bindparam("b_older_suite_name"),
+                Score.created_at <= bindparam("b_created_at"),
+                Score.id != bindparam("b_score_id"),
+                machine_scores(),
+            )
+        ),
+    )
+    .values(status="closed", closed_at=bindparam("b_now"))
+    .execution_options(synchronize_session=False)
+)
+
+
 def _finalized_row(session: Session, score_id: uuid.UUID) -> Any:
-    return session.execute(
-        select(Score.calibration_run_id, Score.created_at, SuiteRecord.options)
-        .outerjoin(SuiteRecord, SuiteRecord.name == Score.suite_name)
-        .where(Score.id == score_id)
-    ).first()
+    return session.execute(_FINALIZED_ROW, {"b_score_id": score_id}).first()
 
 
 def suite_rules(options: dict[str, Any] | None, suite_name: str) -> ReviewRules:
@@ -168,20 +192,12 @@ def after_finalize(
     row = _finalized_row(session, score_id)
     if row is None or row.calibration_run_id is not None:
         return []
-    older = select(Score.id).where(
-        Score.item_id == item_id, Score.suite_name == suite_name, Score.created_at <= row.created_at, Score.id != score_id,
-        machine_scores(),
-    )
     session.execute(
-        update(ReviewQueueEntry)
-        .where(
-            ReviewQueueEntry.suite_name == suite_name,
-            ReviewQueueEntry.item_id == item_id,
-            ReviewQueueEntry.status == "open",
-            ReviewQueueEntry.score_id.in_(older),
-        )
-        .values(status="closed", closed_at=utcnow())
-        .execution_options(synchronize_session=False)
+        _CLOSE_OLDER_ENTRIES,
+        {
+            "b_suite_name": suite_name, "b_item_id": item_id, "b_older_suite_name": suite_name, "b_older_item_id": item_id,
+            "b_created_at": row.created_at, "b_score_id": score_id, "b_now": utcnow(),
+        },
     )
     rules = suite_rules(row.options, suite_name)
     if not rules.active:
