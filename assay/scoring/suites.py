@@ -560,11 +560,18 @@ def _read_file(name: str, files: Path | None, key: str) -> str:
     return path.read_text()
 
 
+_every_kind_loaded = False
+
+
 def named_verdict(name: str) -> VerdictType:
-    """A verdict a kind registered by name. Every kind is loaded first, so whether a name resolves
-    never depends on which kinds this process happened to import."""
-    for kind in known_kinds():
-        get_kind(kind)
+    """A verdict a kind registered by name. Every kind is loaded first (once per process: a judge call
+    resolves its verdict, and the import lock is contended by a judge worker's call threads), so
+    whether a name resolves never depends on which kinds this process happened to import."""
+    global _every_kind_loaded
+    if not _every_kind_loaded:
+        for kind in known_kinds():
+            get_kind(kind)
+        _every_kind_loaded = True
     return verdict_type(name)
 
 
