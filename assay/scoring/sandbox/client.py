@@ -211,8 +211,15 @@ class SandboxClient:
                     except Exception:  # noqa: BLE001 - fall through to the kill
                         pass
                 if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(timeout=10)
+                    # Mid-run, the executor reads no request until its run ends: SIGTERM stops the run
+                    # and lets it kill its child and remove its work folder; SIGKILL only if that hangs
+                    # (its child, killed with it, could still be writing while the folder is removed).
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(timeout=10)
             for stream in (proc.stdin, proc.stdout):
                 try:
                     if stream is not None:
