@@ -5,9 +5,11 @@
 - ``ix_scores_calibration_run_id``: dropped. ``uq_scores_calibration_item_repeat`` leads with
   ``calibration_run_id`` and holds every row where it is set, so it serves the same lookups (the
   run's scores, the cascade from ``calibration_runs``).
-- ``ix_score_components_status_lease``: only unlanded rows (``pending``, ``in_progress``,
-  ``deferred``), the ones claims, the reconciler and the batch lane look for; landed rows (nearly
-  all of them) stay out.
+- ``ix_score_components_status_lease`` becomes ``ix_score_components_unlanded_status``: only
+  unlanded rows (``pending``, ``in_progress``, ``deferred``), the ones the reconciler, the lease
+  heartbeat and the batch lane look for; landed rows (nearly all of them) stay out. Keyed by status
+  alone: entries share their keys (deduplicated), and a lease renewal changes no indexed column.
+  The lease time was no help in it: every expired lease of a landed-since row is in the past too.
 - ``ix_score_components_provider_batch_id``: only rows that sit in a provider batch (batch lane).
 
 The per-item documents become plain JSON text on PostgreSQL (``items.payload``, ``scores.usage``,
@@ -67,9 +69,9 @@ def upgrade() -> None:
     op.drop_index("ix_scores_calibration_run_id", table_name="scores")
     op.drop_index("ix_score_components_status_lease", table_name="score_components")
     op.create_index(
-        "ix_score_components_status_lease",
+        "ix_score_components_unlanded_status",
         "score_components",
-        ["status", "lease_expires_at"],
+        ["status"],
         unique=False,
         postgresql_where=sa.text(_UNLANDED),
         sqlite_where=sa.text(_UNLANDED),
@@ -88,7 +90,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_score_components_provider_batch_id", table_name="score_components")
     op.create_index("ix_score_components_provider_batch_id", "score_components", ["provider_batch_id"], unique=False)
-    op.drop_index("ix_score_components_status_lease", table_name="score_components")
+    op.drop_index("ix_score_components_unlanded_status", table_name="score_components")
     op.create_index("ix_score_components_status_lease", "score_components", ["status", "lease_expires_at"], unique=False)
     op.create_index("ix_scores_calibration_run_id", "scores", ["calibration_run_id"], unique=False)
     op.create_index("ix_items_content_hash", "items", ["content_hash"], unique=False)

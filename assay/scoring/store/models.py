@@ -293,12 +293,13 @@ class ScoreComponent(Base):
         CheckConstraint("score IS NULL OR (score >= 0 AND score <= 1)", name="score_range"),
         CheckConstraint("weight > 0 AND weight <= 1", name="weight_range"),
         CheckConstraint("attempts >= 0", name="attempts"),
-        # Only unlanded rows are looked up by status (claims, the reconciler, the batch lane): landed
-        # rows, nearly all of them, stay out of the index (migration 0010).
+        # Only unlanded rows are looked up by status (the reconciler, the lease heartbeat, the batch
+        # lane): landed rows, nearly all of them, stay out. Keyed by status alone, its entries share
+        # keys (deduplicated, a few bytes each), and a lease renewal changes no indexed column
+        # (migration 0010).
         Index(
-            "ix_score_components_status_lease",
+            "ix_score_components_unlanded_status",
             "status",
-            "lease_expires_at",
             postgresql_where=text(UNLANDED_COMPONENT),
             sqlite_where=text(UNLANDED_COMPONENT),
         ),

@@ -45,12 +45,13 @@ def test_reconciler_and_claim_lookups_use_the_partial_status_index(clean_db):
         _score_with_components(session, {"a": "ok", "b": "pending", "c": "in_progress"})
         for where in (
             "status = 'in_progress' AND lease_expires_at < now()",
+            "status = 'in_progress' AND lease_owner IN ('w1', 'w2')",  # the lease heartbeat
             "status = 'pending'",
             "status = 'deferred' AND run_after < now()",
         ):
-            assert "ix_score_components_status_lease" in _plan(session, f"SELECT score_id FROM score_components WHERE {where}")
+            assert "ix_score_components_unlanded_status" in _plan(session, f"SELECT score_id FROM score_components WHERE {where}")
         # Landed rows are not in it: a lookup of them cannot use it.
-        assert "ix_score_components_status_lease" not in _plan(session, "SELECT score_id FROM score_components WHERE status = 'ok'")
+        assert "ix_score_components_unlanded_status" not in _plan(session, "SELECT score_id FROM score_components WHERE status = 'ok'")
         counts = dict(session.execute(text("SELECT status, count(*) FROM score_components GROUP BY status")).all())
         assert counts == {"ok": 1, "pending": 1, "in_progress": 1}
 
@@ -62,10 +63,12 @@ def test_partial_indexes_leave_out_landed_rows_and_rows_outside_provider_batches
                 text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('items', 'scores', 'score_components')")
             ).all()
         )
-    assert "WHERE" in defs["ix_score_components_status_lease"]
+    assert "WHERE" in defs["ix_score_components_unlanded_status"]
     for status in ("pending", "in_progress", "deferred"):
-        assert status in defs["ix_score_components_status_lease"]
-    assert "ok" not in defs["ix_score_components_status_lease"].split("WHERE", 1)[1]
+        assert status in defs["ix_score_components_unlanded_status"]
+    assert "ok" not in defs["ix_score_components_unlanded_status"].split("WHERE", 1)[1]
+    assert "(status)" in defs["ix_score_components_unlanded_status"]
+    assert "ix_score_components_status_lease" not in defs
     assert "provider_batch_id IS NOT NULL" in defs["ix_score_components_provider_batch_id"]
     assert "ix_items_content_hash" not in defs
     assert "ix_scores_calibration_run_id" not in defs
