@@ -212,6 +212,19 @@ for svc in worker-judge worker-metrics; do
 done
 [ "$scored" -ge 4 ] || fail "the workers counted $scored scored items, expected at least 4"
 
+step "run each service's own healthcheck command in its container (workers ping their fixed node names)"
+for svc in postgres redis api worker-judge worker-metrics; do
+  id="$(container_of "$svc")"
+  test_json="$("$ENGINE" inspect -f '{{json .Config.Healthcheck.Test}}' "$id")"
+  mapfile -t cmd < <(printf '%s' "$test_json" | python3 -c '
+import json, sys
+t = json.load(sys.stdin) or []
+print("\n".join(["sh", "-c", t[1]] if t and t[0] == "CMD-SHELL" else t[1:]))')
+  [ "${#cmd[@]}" -gt 0 ] || fail "$svc has no healthcheck"
+  "$ENGINE" exec "$id" "${cmd[@]}" >/dev/null 2>&1 || fail "$svc: its healthcheck fails: $test_json"
+  info "$svc: healthy"
+done
+
 # --- 4. Flower ----------------------------------------------------------------------------------------
 step "check Flower through its published port (every worker, every queue)"
 published="$("$ENGINE" port "$(container_of flower)" 5555 || true)"
