@@ -815,22 +815,21 @@ def finalize_scores(session: Session, scores: dict[uuid.UUID, Any], *, items: di
             }
         )
     session.execute(_FINALIZE, finals)
+    review.after_finalize(
+        session,
+        [
+            review.Finalized(
+                score_id, row.suite_name, row.item_id, row.criteria_hash, kinds[score_id].threshold,
+                final["b_status"], final["b_total"], comps_of[score_id],
+            )
+            for final, (score_id, row) in zip(finals, active.items(), strict=True)
+        ],
+    )
     for final, (score_id, row) in zip(finals, active.items(), strict=True):
         criteria = kinds[score_id]
         kind = get_kind(criteria.kind)
         comps = comps_of[score_id]
         status, total, passed = final["b_status"], final["b_total"], final["b_passed"]
-        review.after_finalize(
-            session,
-            score_id,
-            suite_name=row.suite_name,
-            item_id=row.item_id,
-            criteria_hash=row.criteria_hash,
-            threshold=criteria.threshold,
-            status=status,
-            total=total,
-            components=comps,
-        )
         # A calibration repeat is no machine verdict: no kind rows (feedback analytics) and no outcome
         # counted in Prometheus (its cost is).
         calibration = getattr(row, "calibration_run_id", None) is not None

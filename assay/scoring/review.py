@@ -9,7 +9,7 @@ options: changing them restales nothing)::
       repaired: true             # a judge answer that needed a repair request
       random_share: 0.02         # drawn from the score id
 
-- **Entering.** :func:`after_finalize` runs in the finalize transaction (``pipeline.finalize_score``).
+- **Entering.** :func:`after_finalize` runs in the finalize transaction (``pipeline.finalize_scores``).
   A *completed* machine score matching any rule enters the queue once (``review_queue.score_id`` is
   unique, the insert does nothing on conflict), with each matching rule and its detail as its
   reasons. The random share is decided by the score id (SHA-256 of it as a number in [0, 1)), so a
@@ -131,12 +131,17 @@ def describe(reason: dict[str, Any]) -> str:
 
 # --- at finalize -----------------------------------------------------------------------------------------------
 
-# The finalize path's statements, built once: it runs for every completed score (building and
-# cache-keying a statement costs more CPU than running it).
-_FINALIZED_ROW = (
-    select(Score.calibration_run_id, Score.created_at, SuiteRecord.options)
+# The finalize path's statements, built once: it runs for every group of completed scores (building
+# and cache-keying a statement costs more CPU than running it).
+_FINALIZED_ROWS = (
+    select(Score.id, Score.calibration_run_id, Score.created_at, SuiteRecord.options)
     .outerjoin(SuiteRecord, SuiteRecord.name == Score.suite_name)
-    .where(Score.id == bindparam("b_score_id"))
+    .where(Score.id.in_(bindparam("b_score_ids", expanding=True)))
+)
+_SUITES_WITH_OPEN_ENTRIES = (
+    select(ReviewQueueEntry.suite_name)
+    .where(ReviewQueueEntry.suite_name.in_(bindparam("b_suite_names", expanding=True)), ReviewQueueEntry.status == "open")
+    .distinct()
 )
 _CLOSE_OLDER_ENTRIES = (
     update(ReviewQueueEntry)
@@ -159,10 +164,6 @@ _CLOSE_OLDER_ENTRIES = (
 )
 
 
-def _finalized_row(session: Session, score_id: uuid.UUID) -> Any:
-    return session.execute(_FINALIZED_ROW, {"b_score_id": score_id}).first()
-
-
 def suite_rules(options: dict[str, Any] | None, suite_name: str) -> ReviewRules:
     """The review rules stored with a suite's options (none when it declares none)."""
     try:
@@ -172,53 +173,70 @@ def suite_rules(options: dict[str, Any] | None, suite_name: str) -> ReviewRules:
         return ReviewRules()
 
 
-def after_finalize(
-    session: Session,
-    score_id: uuid.UUID,
-    *,
-    suite_name: str,
-    item_id: uuid.UUID,
-    criteria_hash: str,
-    threshold: float,
-    status: str,
-    total: float | None,
-    components: Sequence[Any],
-) -> list[dict[str, Any]]:
-    """In the finalize transaction of a score: a completed machine score closes the open entries of the
-    item's older scores in the suite, and enters the queue when it matches one of the suite's rules.
-    Idempotent (a redelivered finalize inserts nothing new). Returns the reasons it matched."""
-    if status != "completed":
-        return []
-    row = _finalized_row(session, score_id)
-    if row is None or row.calibration_run_id is not None:
-        return []
-    session.execute(
-        _CLOSE_OLDER_ENTRIES,
-        {
-            "b_suite_name": suite_name, "b_item_id": item_id, "b_older_suite_name": suite_name, "b_older_item_id": item_id,
-            "b_created_at": row.created_at, "b_score_id": score_id, "b_now": utcnow(),
-        },
-    )
-    rules = suite_rules(row.options, suite_name)
-    if not rules.active:
-        return []
-    reasons = match_rules(rules, score_id=score_id, total=total, threshold=threshold, components=components)
-    if reasons:
-        session.execute(
-            dialect_insert(session)(ReviewQueueEntry)
-            .values(
-                id=uuid.uuid4(),
-                score_id=score_id,
-                suite_name=suite_name,
-                item_id=item_id,
-                criteria_hash=criteria_hash,
-                reasons=reasons,
-                status="open",
-                created_at=utcnow(),
+@dataclass(frozen=True)
+class Finalized:
+    """A score as its finalize wrote it, for :func:`after_finalize`."""
+
+    score_id: uuid.UUID
+    suite_name: str
+    item_id: uuid.UUID
+    criteria_hash: str
+    threshold: float
+    status: str
+    total: float | None
+    components: Sequence[Any]
+
+
+def after_finalize(session: Session, finalized: Sequence[Finalized]) -> dict[uuid.UUID, list[dict[str, Any]]]:
+    """In the finalize transaction of a set of scores: each completed machine score enters the queue
+    when it matches one of its suite's rules, and closes the open entries of the item's older scores
+    in the suite. Set-based: one read of the scores and their suites, one insert, and the closing
+    only for suites that have open entries. Idempotent (a redelivered finalize inserts nothing new).
+    Returns the reasons each score matched (only those that matched)."""
+    completed = [f for f in finalized if f.status == "completed"]
+    if not completed:
+        return {}
+    rows = {row.id: row for row in session.execute(_FINALIZED_ROWS, {"b_score_ids": [f.score_id for f in completed]})}
+    machine = [f for f in completed if f.score_id in rows and rows[f.score_id].calibration_run_id is None]
+    if not machine:
+        return {}
+    rules_of: dict[str, ReviewRules] = {}
+    matched: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    entries = []
+    now = utcnow()
+    for f in machine:
+        if f.suite_name not in rules_of:
+            rules_of[f.suite_name] = suite_rules(rows[f.score_id].options, f.suite_name)
+        rules = rules_of[f.suite_name]
+        if not rules.active:
+            continue
+        reasons = match_rules(rules, score_id=f.score_id, total=f.total, threshold=f.threshold, components=f.components)
+        if reasons:
+            matched[f.score_id] = reasons
+            entries.append(
+                {
+                    "id": uuid.uuid4(), "score_id": f.score_id, "suite_name": f.suite_name, "item_id": f.item_id,
+                    "criteria_hash": f.criteria_hash, "reasons": reasons, "status": "open", "created_at": now,
+                }
             )
-            .on_conflict_do_nothing(index_elements=["score_id"])
+    if entries:
+        session.connection().execute(
+            dialect_insert(session)(ReviewQueueEntry).on_conflict_do_nothing(index_elements=["score_id"]), entries
         )
-    return reasons
+    # After the inserts, so that of two scores of one item finalized together only the newer stays open.
+    open_suites = set(session.scalars(_SUITES_WITH_OPEN_ENTRIES, {"b_suite_names": sorted({f.suite_name for f in machine})}))
+    closing = [
+        {
+            "b_suite_name": f.suite_name, "b_item_id": f.item_id, "b_older_suite_name": f.suite_name,
+            "b_older_item_id": f.item_id, "b_created_at": rows[f.score_id].created_at, "b_score_id": f.score_id,
+            "b_now": now,
+        }
+        for f in machine
+        if f.suite_name in open_suites
+    ]
+    if closing:  # Core executemany: the ORM would read a list of parameters as updates by primary key
+        session.connection().execute(_CLOSE_OLDER_ENTRIES, closing)
+    return matched
 
 
 # --- the queue -------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from assay.scoring import review
 from assay.scoring.errors import Conflict, CriteriaError, InvalidInput, NotFound
@@ -317,3 +317,26 @@ def test_open_counts_and_queue_listing(clean_db):
         assert review.open_counts(s) == {"kql": 2}
         assert review.queue_counts(s) == {"kql": {"open": 2, "reviewed": 1, "closed": 0}}
         assert review.get_entry(s, page[0].id).as_dict()["status"] == "reviewed"
+
+
+def test_two_scores_of_one_item_finalized_together_leave_only_the_newer_entry_open(clean_db):
+    _set_rules({"random_share": 1.0})
+    batch_id, (older,) = make_batch(1)
+    land_all(plan_all(batch_id))
+    with transaction() as s:
+        s.execute(delete(ReviewQueueEntry))
+        o = s.get(Score, older)
+        newer = Score(
+            item_id=o.item_id, batch_id=batch_id, position=2, suite_name="kql", criteria_hash=o.criteria_hash,
+            components_total=o.components_total, triggered_by="t", status="completed", total=1.0, passed=True,
+        )
+        s.add(newer)
+        s.flush()
+        finalized = [
+            review.Finalized(score.id, "kql", score.item_id, score.criteria_hash, 0.9, "completed", 1.0, [])
+            for score in (newer, o)  # the newer first: the order of a group is no guide
+        ]
+        matched = review.after_finalize(s, finalized)
+        newer_id = newer.id
+    assert set(matched) == {older, newer_id}
+    assert {e.score_id: e.status for e in _entries()} == {older: "closed", newer_id: "open"}
