@@ -36,7 +36,7 @@ from assay.settings import get_settings
 from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
 from assay.workers.landing import claimed_work, defer_component, land_results
-from assay.workers.leases import LeaseKeeper, lease_keeper
+from assay.workers.leases import lease_keeper
 from assay.workers.runtime import CallThreads, call_threads, judge_runtime
 
 log = logging.getLogger(__name__)
@@ -138,21 +138,20 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     _plan_later(batch_id)
 
 
-def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  # type: ignore[no-untyped-def]
-    """Claim the components in one statement, compute them (a group's judge calls all at once, on the
-    process's call threads), and land results as they come in: a finished result waits up to
+def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
+    """Claim the judge components in one statement, make their calls all at once on the process's
+    call threads, and land results as they come in: a finished result waits up to
     ``LANDING_LINGER_SECONDS`` for the rest, and what has finished lands together, in one
     transaction. A killed worker loses only the calls in flight and results not landed yet."""
-    refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue.value) for score_id, component in pairs))
+    refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, Queue.JUDGE.value) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
-    calls = call_threads() if queue == Queue.JUDGE else None
-    # A group larger than the call threads runs in parts, each claimed once its calls can all start.
-    part = calls.size if calls is not None else len(refs)
+    calls = call_threads()
     deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
     with after_commits_gathered():
-        for start in range(0, len(refs), part):
-            deferred |= _run_part(refs[start : start + part], owner, queue, calls)
+        # A group larger than the call threads runs in parts, each claimed once its calls can all start.
+        for start in range(0, len(refs), calls.size):
+            deferred |= _run_part(refs[start : start + calls.size], owner, calls)
     if deferred:
         for ref, (why, claim) in deferred.items():
             defer_component(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claim)
@@ -163,25 +162,23 @@ def _run_components(task_self, pairs: list[list[str]], queue: Queue) -> None:  #
         reasons = [why for why, _ in deferred.values()]
         countdown = max(why.retry_in for why in reasons)
         enqueuer.enqueue(list(deferred), countdown=countdown)
-        observability.task_retried(queue, "deferred")
+        observability.task_retried(Queue.JUDGE, "deferred")
         # Reported as RETRY with the reason (the worker's log, Flower), not as a failure.
         raise Retry(exc=reasons[0], when=countdown)
 
 
 def _run_part(
-    refs: list[ComponentRef], owner: str, queue: Queue, calls: CallThreads | None
+    refs: list[ComponentRef], owner: str, calls: CallThreads
 ) -> dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]]:
-    """Claim, compute and land ``refs``; returns the deferred ones (breaker open, rate limit) with
+    """Claim, judge and land ``refs``; returns the deferred ones (breaker open, rate limit) with
     their claims, for the caller to defer together."""
-    settings = get_settings()
-    lease = settings.judge_lease_seconds if queue == Queue.JUDGE else settings.metrics_lease_seconds
-    held = len(refs) if calls is not None else 0
-    if calls is not None:
-        calls.take(held)  # before the claim: nothing claimed waits for a call thread
+    lease = get_settings().judge_lease_seconds
+    held = len(refs)
+    calls.take(held)  # before the claim: nothing claimed waits for a call thread
     try:
         # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
         with transaction() as session:
-            claims = pipeline.claim_many(session, refs, owner, lease, check_budget=queue == Queue.JUDGE)
+            claims = pipeline.claim_many(session, refs, owner, lease, check_budget=True)
             rows = work_rows(session, {ref.score_id for ref in refs if claims[ref].state == "claimed"})
             works = {
                 ref: work
@@ -191,20 +188,19 @@ def _run_part(
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
             enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
-        runtime = _group_runtime(works) if queue == Queue.JUDGE else None
-        if calls is not None:
-            calls.give(held - len(works))
-            held = 0  # from here each of the works' calls gives its thread back when it ends
+        runtime = _group_runtime(works)
+        calls.give(held - len(works))
+        held = 0  # from here each of the works' calls gives its thread back when it ends
         deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
         keeper = lease_keeper()
         # The process's heartbeat renews these leases while this task runs them, and no longer.
         with keeper.holding(owner, works, lease):
-            for finished in _computed(works, runtime, calls, keeper, owner):
+            for finished in _judged(works, runtime, calls):
                 results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
                 if results:
                     land_results(results, claims)
                     for ref, result in results.items():
-                        observability.component_landed(queue, ref.component, result.status)
+                        observability.component_landed(Queue.JUDGE, ref.component, result.status)
                 for ref, outcome in finished:
                     if isinstance(outcome, JudgeDeferred):
                         deferred[ref] = (outcome, claims[ref])
@@ -213,11 +209,11 @@ def _run_part(
                         backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
                         reason = f"{type(outcome).__name__}: {outcome}"
                         defer_component(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
-                        observability.task_retried(queue, "error")
+                        observability.task_retried(Queue.JUDGE, "error")
                         enqueuer.enqueue([ref], countdown=backoff)
         return deferred
     finally:
-        if calls is not None and held:
+        if held:
             calls.give(held)
 
 
@@ -245,27 +241,11 @@ Outcome = ComponentResult | Exception
 LANDING_LINGER_SECONDS = 0.1
 
 
-def _computed(
-    works: dict[ComponentRef, WorkUnit],
-    runtime: JudgeRuntime | None,
-    calls: CallThreads | None,
-    keeper: LeaseKeeper,
-    owner: str,
+def _judged(
+    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime, calls: CallThreads
 ) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
-    """The components' outcomes, in lists of those that finished together: all at once on ``calls``
-    (judge calls, sent as soon as they are claimed; the caller has taken a thread for each), or else
-    one after another in the task's own thread, each started only while its lease is certainly still
-    held (slow metrics could otherwise outlive a lease the heartbeat could not renew)."""
-    if calls is None:
-        for ref, work in works.items():
-            if not keeper.holds(owner, ref):
-                log.warning(
-                    "component %s of score %s not started: its lease may have run out (the heartbeat could "
-                    "not renew it) or been taken over; it is left to whoever holds it now", ref.component, ref.score_id,
-                )
-                continue
-            yield [(ref, _outcome(ref, work, runtime))]
-        return
+    """The components' outcomes, in lists of those that finished together: all sent at once on
+    ``calls`` as soon as they are claimed (the caller has taken a thread for each)."""
     futures = {}
     for ref, work in works.items():
         future = calls.pool.submit(_outcome, ref, work, runtime)
@@ -280,7 +260,7 @@ def _computed(
         yield [(futures[future], future.result()) for future in done]
 
 
-def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime | None) -> Outcome:
+def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime) -> Outcome:
     """The component's result, or the exception that stopped it (``JudgeDeferred`` included)."""
     try:
         return compute(work, runtime)
@@ -300,7 +280,7 @@ def metric_components(self, refs: list[list[str]]) -> None:
 @task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
 def judge_components(self, refs: list[list[str]]) -> None:
     """Judge components ``[[score_id, component], ...]``, their calls made at once."""
-    _run_components(self, refs, Queue.JUDGE)
+    _run_judge_group(self, refs)
 
 
 # A key the reconciler keeps in the broker's Redis: when it is gone, so is every message that was there.

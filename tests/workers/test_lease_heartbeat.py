@@ -94,18 +94,3 @@ def test_without_the_store_no_work_starts_once_the_lease_could_have_run_out(clea
 def test_the_heartbeat_beats_four_times_a_lease():
     assert heartbeat_interval(60, 60) == 15.0
     assert heartbeat_interval(60, 8) == 2.0
-
-
-def test_a_metric_group_starts_only_the_components_whose_leases_it_still_holds(monkeypatch):
-    import uuid
-
-    from assay.scoring.pipeline import ComponentRef
-    from assay.workers import tasks
-
-    held, lost = (ComponentRef(uuid.uuid4(), name, "metrics") for name in ("schema_match", "results_match"))
-    started: list[ComponentRef] = []
-    monkeypatch.setattr(tasks, "_outcome", lambda ref, work, runtime: started.append(ref) or "done")
-    keeper = LeaseKeeper(lambda owners: set(), interval=60)
-    with keeper.holding("task-1", [held], lease_seconds=600):  # ``lost`` was never held (taken, say)
-        finished = list(tasks._computed({held: object(), lost: object()}, None, None, keeper, "task-1"))
-    assert started == [held] and finished == [[(held, "done")]]
