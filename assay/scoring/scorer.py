@@ -86,20 +86,28 @@ def load_work(session: Session, ref: ComponentRef) -> WorkUnit | None:
     return work_from_row(session, ref, work_rows(session, [ref.score_id]).get(ref.score_id))
 
 
-def work_from_row(session: Session, ref: ComponentRef, row: Any) -> WorkUnit | None:
+def work_from_row(
+    session: Session, ref: ComponentRef, row: Any, items: dict[uuid.UUID, BaseModel] | None = None
+) -> WorkUnit | None:
     """The work of ``ref`` from its score's row (None: the score is gone). Raises ``AssayError`` or a
-    pydantic ``ValidationError`` when the stored work cannot be read."""
+    pydantic ``ValidationError`` when the stored work cannot be read. ``items``: the items of the
+    scores read so far (by score id), so that a score's components validate its item once."""
     if row is None:
         return None
     criteria = load_criteria(session, row.criteria_hash)
     kind = get_kind(criteria.kind)
     options = JudgeOptions.model_validate(_suite_options(session, row.suite_name).get("judge") or {})
+    item = items.get(ref.score_id) if items is not None else None
+    if item is None:
+        item = kind.item_model.model_validate(row.payload)
+        if items is not None:
+            items[ref.score_id] = item
     return WorkUnit(
         ref=ref,
         criteria_hash=row.criteria_hash,
         criteria=criteria,
         kind=kind,
-        item=kind.item_model.model_validate(row.payload),
+        item=item,
         # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
         context=MetricContext(now=row.created_at, dataset_loader=_load_dataset),
         judge_timeout=options.timeout_for(ref.component),

@@ -3,6 +3,7 @@ results, defer components; each write retried through a short outage."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic
@@ -13,7 +14,7 @@ from assay.scoring import pipeline
 from assay.scoring.errors import AssayError
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, work_from_row
+from assay.scoring.scorer import WorkUnit, work_from_row, work_rows
 from assay.scoring.store.db import transaction
 from assay.settings import get_settings
 
@@ -26,10 +27,26 @@ store_retry = retry(
 )
 
 
-def claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str, row: Any) -> WorkUnit | None:
-    """The work of a component this task claimed (``row``: its score's, from ``work_rows``), or None
-    when there is nothing to compute: not claimed, failed as poison, stopped by its batch's budget, or
-    its stored work unreadable."""
+def claimed_works(
+    session: Any, refs: Sequence[ComponentRef], claims: dict[ComponentRef, pipeline.Claim], owner: str
+) -> dict[ComponentRef, WorkUnit]:
+    """The work of each component of a group this task claimed, read in one query, each score's item
+    validated once for all its components; those with nothing to compute are left out."""
+    rows = work_rows(session, {ref.score_id for ref in refs if claims[ref].state == "claimed"})
+    items: dict[Any, Any] = {}
+    return {
+        ref: work
+        for ref in refs
+        if (work := claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id), items)) is not None
+    }
+
+
+def claimed_work(
+    session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: str, row: Any, items: dict[Any, Any] | None = None
+) -> WorkUnit | None:
+    """The work of a component this task claimed (``row``: its score's, from ``work_rows``; ``items``:
+    see ``work_from_row``), or None when there is nothing to compute: not claimed, failed as poison,
+    stopped by its batch's budget, or its stored work unreadable."""
     if claim.state != "claimed":
         return None  # landed already (a duplicate delivery), gone (deleted batch), or busy elsewhere
     if pipeline.expire_poison(session, ref, claim.attempts, get_settings().max_component_attempts):
@@ -38,7 +55,7 @@ def claimed_work(session: Any, ref: ComponentRef, claim: pipeline.Claim, owner: 
         pipeline.stop_for_budget(session, ref, owner)
         return None
     try:
-        return work_from_row(session, ref, row)
+        return work_from_row(session, ref, row, items)
     except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
         pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {exc}"), claim=claim)
         return None

@@ -17,22 +17,17 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
-import pydantic
 
 from assay import observability
 from assay.scoring import pipeline
-from assay.scoring.criteria import load_criteria
-from assay.scoring.errors import AssayError
-from assay.scoring.kinds import get_kind
-from assay.scoring.metrics.registry import ComponentResult, MetricContext
+from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, _load_dataset, compute, work_rows
+from assay.scoring.scorer import WorkUnit, compute
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.settings import get_settings
 from assay.workers.app import Queue
-from assay.workers.landing import defer_component, land_results
+from assay.workers.landing import claimed_works, defer_component, land_results
 from assay.workers.leases import lease_keeper
 
 log = logging.getLogger(__name__)
@@ -72,46 +67,6 @@ def metric_groups(refs: Sequence[ComponentRef], scores_per_group: int) -> list[l
     ]
 
 
-def _read_works(
-    session: Any, refs: list[ComponentRef], claims: dict[ComponentRef, pipeline.Claim], owner: str
-) -> dict[ComponentRef, WorkUnit]:
-    """The work of each claimed component; each score's item validated once for all its components.
-    A component with nothing to compute (poison, budget, unreadable work) is dealt with here, as
-    :func:`assay.workers.landing.claimed_work` does one at a time."""
-    claimed = [ref for ref in refs if claims[ref].state == "claimed"]
-    rows = work_rows(session, {ref.score_id for ref in claimed})
-    max_attempts = get_settings().max_component_attempts
-    items: dict[uuid.UUID, tuple[Any, Any, Any, MetricContext] | Exception] = {}
-    works: dict[ComponentRef, WorkUnit] = {}
-    for ref in claimed:
-        claim = claims[ref]
-        if pipeline.expire_poison(session, ref, claim.attempts, max_attempts):
-            continue
-        if claim.budget_spent:
-            pipeline.stop_for_budget(session, ref, owner)
-            continue
-        row = rows.get(ref.score_id)
-        if row is None:
-            continue  # the score is gone
-        if ref.score_id not in items:
-            try:
-                criteria = load_criteria(session, row.criteria_hash)
-                kind = get_kind(criteria.kind)
-                item = kind.item_model.model_validate(row.payload)
-                # Pinned to the score's creation so a rerun computes the same thing ("now" never drifts).
-                items[ref.score_id] = (criteria, kind, item, MetricContext(now=row.created_at, dataset_loader=_load_dataset))
-            except (AssayError, pydantic.ValidationError) as exc:  # no rerun can fix the stored work
-                items[ref.score_id] = exc
-        found = items[ref.score_id]
-        if isinstance(found, Exception):
-            message = found.message if isinstance(found, AssayError) else str(found)
-            pipeline.land(session, ref, ComponentResult.failed(f"the stored work cannot be read: {message}"), claim=claim)
-            continue
-        criteria, kind, item, context = found
-        works[ref] = WorkUnit(ref, row.criteria_hash, criteria, kind, item, context, judge_timeout=0.0)
-    return works
-
-
 def _outcome(work: WorkUnit) -> ComponentResult | Exception:
     try:
         return compute(work, None)
@@ -130,7 +85,7 @@ def run_metric_group(task_id: str | None, pairs: Sequence[Sequence[str]], enqueu
         # One transaction claims and reads the work; it commits (the leases are visible) before computing.
         with transaction() as session:
             claims = pipeline.claim_many(session, refs, owner, lease)
-            works = _read_works(session, refs, claims, owner)
+            works = claimed_works(session, refs, claims, owner)
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
             enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))

@@ -29,13 +29,13 @@ from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute, work_rows
+from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
 from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
-from assay.workers.landing import claimed_work, defer_component, land_results
+from assay.workers.landing import claimed_works, defer_component, land_results
 from assay.workers.leases import lease_keeper
 from assay.workers.runtime import CallThreads, call_threads, judge_runtime
 
@@ -179,12 +179,7 @@ def _run_part(
         # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
         with transaction() as session:
             claims = pipeline.claim_many(session, refs, owner, lease, check_budget=True)
-            rows = work_rows(session, {ref.score_id for ref in refs if claims[ref].state == "claimed"})
-            works = {
-                ref: work
-                for ref in refs
-                if (work := claimed_work(session, ref, claims[ref], owner, rows.get(ref.score_id))) is not None
-            }
+            works = claimed_works(session, refs, claims, owner)
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
             enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
