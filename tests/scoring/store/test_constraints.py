@@ -1,6 +1,5 @@
 """The store's guards: one active score per (item, criteria), CHECK ranges."""
 
-import uuid
 
 import pytest
 from sqlalchemy.exc import IntegrityError

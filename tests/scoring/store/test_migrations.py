@@ -1,6 +1,5 @@
 """One migration chain from an empty database; models and migrations agree; downgrade works."""
 
-import uuid
 
 import pytest
 from alembic import command
@@ -10,15 +9,6 @@ from sqlalchemy import create_engine, inspect
 
 from assay.scoring.store.db import alembic_config
 from assay.scoring.store.models import Base
-from tests.conftest import _admin_exec
-
-
-@pytest.fixture
-def scratch_pg_url():
-    name = f"assay_mig_{uuid.uuid4().hex[:8]}"
-    _admin_exec(f'CREATE DATABASE "{name}"')
-    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

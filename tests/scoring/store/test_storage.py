@@ -10,7 +10,6 @@ from sqlalchemy import create_engine, text
 
 from assay.scoring.store.db import alembic_config, transaction
 from assay.scoring.store.models import Item, Score, ScoreComponent, SuiteRecord
-from tests.conftest import _admin_exec
 
 
 def _plan(session, sql: str, **params) -> str:
@@ -109,14 +108,6 @@ def test_a_metric_usage_is_sql_null_and_a_judge_usage_round_trips(clean_db):
         assert rows == {"schema_match": True, "llm_grading": False}
         stored = {c.component: c.usage for c in session.query(ScoreComponent).filter_by(score_id=score_id)}
     assert stored == {"schema_match": None, "llm_grading": usage}
-
-
-@pytest.fixture
-def scratch_pg_url():
-    name = f"assay_mig_{uuid.uuid4().hex[:8]}"
-    _admin_exec(f'CREATE DATABASE "{name}"')
-    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    _admin_exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_upgrade_keeps_documents_as_json_text_turns_json_nulls_into_sql_null_and_keeps_the_view(scratch_pg_url):
