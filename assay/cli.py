@@ -924,7 +924,8 @@ def worker(
         typer.Option(
             min=1,
             help="Task threads or processes. Default: for a threads pool ceil(ASSAY_JUDGE_CONCURRENCY / "
-            "ASSAY_JUDGE_GROUP_SIZE) + 1 (judge calls run on ASSAY_JUDGE_CONCURRENCY call threads); else the CPU count.",
+            "ASSAY_JUDGE_GROUP_SIZE) + 1 (their judge calls, at most ASSAY_JUDGE_CONCURRENCY in flight, run on the "
+            "process's one judge event loop); else the CPU count.",
         ),
     ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",

@@ -154,15 +154,15 @@ class Settings(BaseSettings):
         16,
         ge=1,
         description=(
-            "Judge calls in flight per judge worker process (its call threads). `assay worker --queues"
-            " judge` runs ceil(judge_concurrency / judge_group_size) + 1 task threads by default."
+            "Judge calls in flight per judge worker process, all on its one judge event loop. `assay worker"
+            " --queues judge` runs ceil(judge_concurrency / judge_group_size) + 1 task threads by default."
         ),
     )
     judge_group_size: int = Field(
         8,
         ge=1,
         description=(
-            "Judge components per task message: the task hands their calls to the worker's call threads"
+            "Judge components per task message: the task starts their calls on the worker's judge event loop"
             " at once and lands the results together as they come in (1: one per message)."
         ),
     )
@@ -266,7 +266,7 @@ def get_settings() -> Settings:
 
 
 def judge_task_threads(calls_in_flight: int, group_size: int) -> int:
-    """Task threads of a judge worker that keep its ``calls_in_flight`` call threads busy: one per
-    group those hold, and one more, ready to claim its group as soon as call threads come free while
+    """Task threads of a judge worker that keep its ``calls_in_flight`` call slots busy: one per
+    group those hold, and one more, ready to claim its group as soon as call slots come free while
     another task lands its results and fetches its next message."""
     return -(-calls_in_flight // group_size) + 1

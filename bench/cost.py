@@ -29,6 +29,7 @@ table), so the ratios are the meaningful figures, not the absolute ones.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import tempfile
@@ -43,6 +44,7 @@ from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
 from assay.scoring.judge.service import (
     JudgeRequest,
+    make_batch_client,
     make_client,
     output_config_for,
     read_answer,
@@ -135,7 +137,8 @@ class Lane:
         self.cost += cost
 
 
-def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base_url: str) -> Lane:
+async def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base_url: str) -> Lane:
+    """One ``run_judge`` after another, as the judge worker runs them (on an event loop)."""
     criteria = suite.criteria
     judge = criteria.judge_for(criteria.judge_components[0])
     kind = get_kind(criteria.kind)
@@ -149,7 +152,7 @@ def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, b
     started = time.perf_counter()
     for item in items:
         inputs, _ = judge_inputs_for(criteria, judge.component, kind, item, catalog)
-        outcome = run_judge(
+        outcome = await run_judge(
             JudgeRequest(
                 model=judge.model,
                 max_tokens=judge.max_tokens,
@@ -168,7 +171,7 @@ def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, b
         lane.calls += outcome.calls
         lane.add(outcome.usage, outcome.cost_usd)
     lane.seconds = time.perf_counter() - started
-    client.close()
+    await client.close()
     return lane
 
 
@@ -191,7 +194,7 @@ def batch_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base
             params["system"] = prompt.system_blocks()
         requests.append({"custom_id": f"{suite.name}-{i}", "params": params})
 
-    client = make_client("bench", base_url, 60)
+    client = make_batch_client("bench", base_url, 60)
     lane = Lane()
     started = time.perf_counter()
     batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
@@ -310,7 +313,7 @@ def main() -> None:
             cacheable = prefix >= price.min_cacheable_tokens
 
             fake.reset()  # a cold cache for each lane
-            realtime = realtime_lane(suite, items, catalog, fake.base_url)
+            realtime = asyncio.run(realtime_lane(suite, items, catalog, fake.base_url))
             fake.reset()
             batch = batch_lane(suite, items, catalog, fake.base_url)
             lanes[name] = (realtime, batch)

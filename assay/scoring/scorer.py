@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 class JudgeRuntime:
     """Everything a judge call needs, built once per worker process (after fork)."""
 
-    client: Any | None  # anthropic.Anthropic; None when no API key is configured
+    client: Any | None  # anthropic.AsyncAnthropic, used on the judge loop; None when no API key is configured
     breaker: Any
     governor: Any
     catalog: ModelCatalog
@@ -137,12 +137,16 @@ def _metric(work: WorkUnit) -> Metric:
 
 
 def compute(work: WorkUnit, judge: JudgeRuntime | None) -> ComponentResult:
-    """Run the component. Raises ``JudgeDeferred`` when the judge must wait (breaker open, rate limit)."""
+    """Run the component, from any thread but the judge loop's: a judge component waits for its
+    judgment on the process's judge loop (a judge worker runs ``judge_component`` there itself, a
+    group's calls at once). Raises ``JudgeDeferred`` when the judge must wait (breaker open, rate limit)."""
     spec = work.criteria.components.get(work.ref.component)
     if spec is None:
         return ComponentResult.failed(f"component {work.ref.component!r} is not in the criteria")
     if spec.is_judge:
-        return _judge(work, judge)
+        from assay.scoring.judge.loop import judge_loop
+
+        return judge_loop().run(judge_component(work, judge))
     try:
         # Inside the try: a metric this process cannot build (a plug-in missing or at another
         # version) fails its component with the reason, never the task.
@@ -195,7 +199,9 @@ def render_judge_prompt(
     return prompt, notes
 
 
-def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
+async def judge_component(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
+    """Judge component ``work.ref.component`` of one item, on the judge loop. Raises ``JudgeDeferred``
+    when the judge must wait (breaker open, rate limit)."""
     if runtime is None or runtime.client is None:
         return ComponentResult.skipped("no Anthropic API key is configured: the judge was not run")
     from assay.scoring.judge.service import JudgeRequest, run_judge
@@ -206,7 +212,7 @@ def _judge(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
     except AssayError as exc:
         return ComponentResult.failed(exc.message, dict(exc.details))
     price = runtime.catalog.models[judge.model]
-    outcome = run_judge(
+    outcome = await run_judge(
         JudgeRequest(
             model=judge.model,
             max_tokens=judge.max_tokens,

@@ -565,7 +565,7 @@ _every_kind_loaded = False
 
 def named_verdict(name: str) -> VerdictType:
     """A verdict a kind registered by name. Every kind is loaded first (once per process: a judge call
-    resolves its verdict, and the import lock is contended by a judge worker's call threads), so
+    resolves its verdict, and the import lock is contended by a judge worker's task threads), so
     whether a name resolves never depends on which kinds this process happened to import."""
     global _every_kind_loaded
     if not _every_kind_loaded:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_shutdown
 
@@ -16,8 +16,10 @@ from assay.settings import get_settings
 _lock = threading.Lock()
 _runtime: JudgeRuntime | None = None
 _pid: int | None = None
-_calls: CallThreads | None = None
-_calls_pid: int | None = None
+_slots: CallSlots | None = None
+_slots_pid: int | None = None
+_batch_client: Any = None
+_batch_client_pid: int | None = None
 
 
 def judge_runtime() -> JudgeRuntime:
@@ -29,15 +31,14 @@ def judge_runtime() -> JudgeRuntime:
         return _runtime
 
 
-class CallThreads:
-    """A judge worker's call threads (``judge_concurrency``: its calls in flight). A task takes as many
-    as its components need, all at once, before it claims them, so what it claims is sent at once: a
-    cancel or a spent budget stops everything not yet claimed, as no call waits in a queue. Each call
-    gives its thread back when it ends."""
+class CallSlots:
+    """A judge worker process's calls in flight (``judge_concurrency``), all on its judge loop. A task
+    takes a slot for each of its components, all at once, before it claims them, so what it claims is
+    sent at once: a cancel or a spent budget stops everything not yet claimed, as no claimed call waits
+    for a slot. Each call gives its slot back when it ends."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="assay-call")
         self._free = size
         self._changed = threading.Condition()
 
@@ -55,14 +56,28 @@ class CallThreads:
             self._changed.notify_all()
 
 
-def call_threads() -> CallThreads:
-    """The process's judge call threads, made after fork."""
-    global _calls, _calls_pid
+def call_slots() -> CallSlots:
+    """The process's judge call slots, made after fork."""
+    global _slots, _slots_pid
     with _lock:
-        if _calls is None or _calls_pid != os.getpid():
-            _calls = CallThreads(get_settings().judge_concurrency)
-            _calls_pid = os.getpid()
-        return _calls
+        if _slots is None or _slots_pid != os.getpid():
+            _slots = CallSlots(get_settings().judge_concurrency)
+            _slots_pid = os.getpid()
+        return _slots
+
+
+def batch_client() -> Any:
+    """The batch lane's synchronous SDK client (``anthropic.Anthropic``), made after fork; None without a key."""
+    global _batch_client, _batch_client_pid
+    with _lock:
+        if _batch_client_pid != os.getpid():
+            settings = get_settings()
+            key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+            from assay.scoring.judge.service import make_batch_client
+
+            _batch_client = make_batch_client(key, settings.anthropic_base_url, timeout=120.0) if key else None
+            _batch_client_pid = os.getpid()
+        return _batch_client
 
 
 def _build() -> JudgeRuntime:

@@ -29,7 +29,8 @@ from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute
+from assay.scoring.judge.loop import judge_loop
+from assay.scoring.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.settings import get_settings
@@ -37,7 +38,7 @@ from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
 from assay.workers.landing import claimed_works, defer_component, land_results
 from assay.workers.leases import lease_keeper
-from assay.workers.runtime import CallThreads, call_threads, judge_runtime
+from assay.workers.runtime import CallSlots, batch_client, call_slots, judge_runtime
 
 log = logging.getLogger(__name__)
 
@@ -140,18 +141,18 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
 
 def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
     """Claim the judge components in one statement, make their calls all at once on the process's
-    call threads, and land results as they come in: a finished result waits up to
-    ``LANDING_LINGER_SECONDS`` for the rest, and what has finished lands together, in one
-    transaction. A killed worker loses only the calls in flight and results not landed yet."""
+    judge loop, and land results as they come in: what finished while the previous landing ran lands
+    together, in one transaction. A killed worker loses only the calls in flight and results not
+    landed yet."""
     refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, Queue.JUDGE.value) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
-    calls = call_threads()
+    slots = call_slots()
     deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
     with after_commits_gathered():
-        # A group larger than the call threads runs in parts, each claimed once its calls can all start.
-        for start in range(0, len(refs), calls.size):
-            deferred |= _run_part(refs[start : start + calls.size], owner, calls)
+        # A group larger than the call slots runs in parts, each claimed once its calls can all start.
+        for start in range(0, len(refs), slots.size):
+            deferred |= _run_part(refs[start : start + slots.size], owner, slots)
     if deferred:
         for ref, (why, claim) in deferred.items():
             defer_component(ref, owner, why.retry_in, why.reason, usage=why.usage, cost_usd=why.cost_usd, claim=claim)
@@ -168,13 +169,13 @@ def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore
 
 
 def _run_part(
-    refs: list[ComponentRef], owner: str, calls: CallThreads
+    refs: list[ComponentRef], owner: str, slots: CallSlots
 ) -> dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]]:
     """Claim, judge and land ``refs``; returns the deferred ones (breaker open, rate limit) with
     their claims, for the caller to defer together."""
     lease = get_settings().judge_lease_seconds
     held = len(refs)
-    calls.take(held)  # before the claim: nothing claimed waits for a call thread
+    slots.take(held)  # before the claim: nothing claimed waits for a call slot
     try:
         # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
         with transaction() as session:
@@ -184,13 +185,13 @@ def _run_part(
         if busy:
             enqueuer.enqueue([ref for ref, _ in busy], countdown=max(retry_in for _, retry_in in busy))
         runtime = _group_runtime(works)
-        calls.give(held - len(works))
-        held = 0  # from here each of the works' calls gives its thread back when it ends
+        slots.give(held - len(works))
+        held = 0  # from here each of the works' calls gives its slot back when it ends
         deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
         keeper = lease_keeper()
         # The process's heartbeat renews these leases while this task runs them, and no longer.
         with keeper.holding(owner, works, lease):
-            for finished in _judged(works, runtime, calls):
+            for finished in _judged(works, runtime, slots):
                 results = {ref: outcome for ref, outcome in finished if isinstance(outcome, ComponentResult)}
                 if results:
                     land_results(results, claims)
@@ -209,7 +210,7 @@ def _run_part(
         return deferred
     finally:
         if held:
-            calls.give(held)
+            slots.give(held)
 
 
 def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
@@ -231,34 +232,30 @@ def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
 
 
 Outcome = ComponentResult | Exception
-# How long a finished result waits for the rest of its group before landing without them: a killed
-# worker loses at most this long's finished results besides its calls in flight.
-LANDING_LINGER_SECONDS = 0.1
 
 
 def _judged(
-    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime, calls: CallThreads
+    works: dict[ComponentRef, WorkUnit], runtime: JudgeRuntime, slots: CallSlots
 ) -> Iterator[list[tuple[ComponentRef, Outcome]]]:
-    """The components' outcomes, in lists of those that finished together: all sent at once on
-    ``calls`` as soon as they are claimed (the caller has taken a thread for each)."""
+    """The components' outcomes, in lists of those that finished together: all sent at once on the
+    judge loop as soon as they are claimed (the caller has taken a slot for each). The next list
+    holds what finished while the caller landed the previous one."""
+    loop = judge_loop()
     futures = {}
     for ref, work in works.items():
-        future = calls.pool.submit(_outcome, ref, work, runtime)
-        future.add_done_callback(lambda _: calls.give())
+        future = loop.submit(_outcome(ref, work, runtime))
+        future.add_done_callback(lambda _: slots.give())
         futures[future] = ref
     waiting = set(futures)
     while waiting:
         done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
-        if waiting:  # the rest of the group is usually close behind: one landing for all of them
-            more, waiting = wait(waiting, timeout=LANDING_LINGER_SECONDS)
-            done |= more
         yield [(futures[future], future.result()) for future in done]
 
 
-def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime) -> Outcome:
+async def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime) -> Outcome:
     """The component's result, or the exception that stopped it (``JudgeDeferred`` included)."""
     try:
-        return compute(work, runtime)
+        return await judge_component(work, runtime)
     except JudgeDeferred as deferred:
         return deferred
     except Exception as exc:
@@ -400,9 +397,10 @@ def provider_batches(self) -> dict[str, int]:
     poll the ones in flight, and land the results of those that ended (see scoring.batch_lane)."""
     from assay.scoring import batch_lane
 
-    runtime = judge_runtime()
-    if runtime.client is None:
+    client = batch_client()
+    if client is None:
         return {"skipped": 1}  # no key: batch-lane components wait (the realtime lane would skip them)
+    catalog = judge_runtime().catalog
     settings = get_settings()
     limits = batch_lane.Limits(settings.provider_batch_max_requests, settings.provider_batch_max_bytes)
     report = {"sent": 0, "requests": 0, "landed_batches": 0, "to_realtime": 0}
@@ -415,11 +413,11 @@ def provider_batches(self) -> dict[str, int]:
         for batch_id, component in groups:
             while True:
                 with transaction() as session:
-                    prepared = batch_lane.prepare(session, batch_id, component, runtime.catalog, limits)
+                    prepared = batch_lane.prepare(session, batch_id, component, catalog, limits)
                 if prepared.row_id is None:
                     break
                 try:
-                    created = runtime.client.messages.batches.create(requests=prepared.requests)
+                    created = client.messages.batches.create(requests=prepared.requests)
                 except Exception as exc:  # the provider did not take it: the requests wait for the next tick
                     log.warning("provider batch for batch %s (%s) not created: %s", batch_id, component, exc)
                     with transaction() as session:
@@ -433,7 +431,7 @@ def provider_batches(self) -> dict[str, int]:
         with transaction() as session:
             due = batch_lane.due(session)
         for row_id, provider_id in due:
-            remote = runtime.client.messages.batches.retrieve(provider_id)
+            remote = client.messages.batches.retrieve(provider_id)
             with transaction() as session:
                 ended = batch_lane.polled(
                     session, row_id, remote.processing_status, remote.request_counts.model_dump(),
@@ -442,12 +440,12 @@ def provider_batches(self) -> dict[str, int]:
             if not ended:
                 continue
             chunk: list[Any] = []
-            for result in runtime.client.messages.batches.results(provider_id):
+            for result in client.messages.batches.results(provider_id):
                 chunk.append(result)
                 if len(chunk) >= 500:
-                    report["to_realtime"] += _apply_results(row_id, chunk, runtime.catalog)
+                    report["to_realtime"] += _apply_results(row_id, chunk, catalog)
                     chunk = []
-            report["to_realtime"] += _apply_results(row_id, chunk, runtime.catalog)
+            report["to_realtime"] += _apply_results(row_id, chunk, catalog)
             with transaction() as session:
                 leftovers = batch_lane.finish(session, row_id)
             enqueuer.enqueue(leftovers)

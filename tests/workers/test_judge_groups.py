@@ -34,40 +34,39 @@ def judge_batch(api_client, fake_judge, items: int) -> list[dict]:  # type: igno
 
 
 def most_in_flight_judging_two_groups(  # type: ignore[no-untyped-def]
-    api_client, live_worker_factory, fake_judge, latency: float, call_threads: int
+    api_client, live_worker_factory, fake_judge, latency: float, call_slots: int
 ) -> int:
-    """Two task threads judge 16 items, published by the planner as 2 groups of 8, with ``call_threads``
-    call threads; the most calls in flight at once (each judged once, and landed)."""
+    """Two task threads judge 16 items, published by the planner as 2 groups of 8, with ``call_slots``
+    calls in flight allowed; the most calls in flight at once (each judged once, and landed)."""
     fake_judge.configure(latency=latency)
-    env = judge_env(fake_judge, ASSAY_PLAN_CHUNK_SIZE="16", ASSAY_JUDGE_CONCURRENCY=str(call_threads))
+    env = judge_env(fake_judge, ASSAY_PLAN_CHUNK_SIZE="16", ASSAY_JUDGE_CONCURRENCY=str(call_slots))
     live_worker_factory(env, concurrency=2)
     return most_in_flight(judge_batch(api_client, fake_judge, 16), latency * 0.9)
 
 
 def test_a_groups_calls_go_out_at_once_and_each_item_is_judged_once(api_client, live_worker_factory, fake_judge):
     # Judged one after another, at most 2 calls (one per task) would ever be in flight.
-    most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=1.5, call_threads=16)
+    most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=1.5, call_slots=16)
     assert most >= 8, "a group's calls were not made at once"
 
 
-def test_the_call_threads_bound_the_calls_in_flight(api_client, live_worker_factory, fake_judge):
-    most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=0.5, call_threads=3)
+def test_the_call_slots_bound_the_calls_in_flight(api_client, live_worker_factory, fake_judge):
+    most = most_in_flight_judging_two_groups(api_client, live_worker_factory, fake_judge, latency=0.5, call_slots=3)
     assert most == 3
 
 
-def test_call_threads_are_taken_all_or_nothing_and_given_back():
+def test_call_slots_are_taken_all_or_nothing_and_given_back():
     import threading
 
-    from assay.workers.runtime import CallThreads
+    from assay.workers.runtime import CallSlots
 
-    calls = CallThreads(3)
-    calls.take(2)
+    slots = CallSlots(3)
+    slots.take(2)
     took = threading.Event()
-    waiter = threading.Thread(target=lambda: (calls.take(2), took.set()))
+    waiter = threading.Thread(target=lambda: (slots.take(2), took.set()))
     waiter.start()
-    assert not took.wait(0.3), "took 2 call threads with only 1 free"  # and holds none while it waits
-    calls.take(1)  # the one free is still there for a task that needs only one
-    calls.give(2)
-    assert took.wait(5), "2 call threads given back, but the waiting task did not get them"
+    assert not took.wait(0.3), "took 2 call slots with only 1 free"  # and holds none while it waits
+    slots.take(1)  # the one free is still there for a task that needs only one
+    slots.give(2)
+    assert took.wait(5), "2 call slots given back, but the waiting task did not get them"
     waiter.join()
-    calls.pool.shutdown()

@@ -9,10 +9,11 @@ retries don't multiply.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import anthropic
@@ -108,8 +109,8 @@ class RetryPolicy:
     # Up to this fraction of each backoff step is added at random so workers hit by the same outage
     # don't come back in lockstep.
     jitter_ratio: float = 0.5
-    # A wait longer than this (a long ``retry-after``, a rate-governor window) is not slept in a
-    # worker thread: the judgment is deferred and re-queued instead.
+    # A wait longer than this (a long ``retry-after``, a rate-governor window) is not waited out
+    # while the component holds its lease: the judgment is deferred and re-queued instead.
     max_inline_wait_seconds: float = 30.0
 
     def backoff(self, retry_number: int) -> float:
@@ -142,9 +143,12 @@ class stop_if_wait_exceeds(tenacity.stop.stop_base):
         return retry_state.upcoming_sleep > self.limit
 
 
-def retrying(policy: RetryPolicy, *, sleep: Callable[[float], None] = time.sleep) -> tenacity.Retrying:
-    """A tenacity controller for one judge call. The last exception is re-raised when it gives up."""
-    return tenacity.Retrying(
+def retrying(
+    policy: RetryPolicy, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+) -> tenacity.AsyncRetrying:
+    """A tenacity controller for one judge call (``async for``, on the judge loop). The last exception
+    is re-raised when it gives up."""
+    return tenacity.AsyncRetrying(
         retry=tenacity.retry_if_exception(is_transient),
         wait=wait_retry_after(policy),
         stop=tenacity.stop_after_attempt(policy.max_retries + 1) | stop_if_wait_exceeds(policy.max_inline_wait_seconds),

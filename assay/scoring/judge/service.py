@@ -7,11 +7,11 @@ without burning its attempts). A bad answer gets one repair call; it is never cl
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,8 +79,14 @@ class JudgeDeferred(Exception):
         return (type(self), (self.retry_in, self.reason), {"usage": self.usage, "cost_usd": self.cost_usd})
 
 
-def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
-    """An SDK client that never retries on its own: ``retry.py`` owns retries, so they don't multiply."""
+def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
+    """The realtime lane's SDK client, used on the judge loop (``judge/loop.py``). It never retries on
+    its own: ``retry.py`` owns retries, so they don't multiply."""
+    return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+def make_batch_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
+    """The batch lane's SDK client: a few calls per beat tick, made from the tick's own thread."""
     return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
 
@@ -92,17 +98,19 @@ def output_config_for(verdict_model: type[pydantic.BaseModel]) -> dict[str, Any]
     return {"format": {"type": "json_schema", "schema": anthropic.transform_schema(verdict_model)}}
 
 
-def run_judge(
+async def run_judge(
     request: JudgeRequest,
     *,
-    client: anthropic.Anthropic,
+    client: anthropic.AsyncAnthropic,
     breaker: Breaker,
     governor: Governor,
     price: ModelPrice,
     policy: RetryPolicy = RetryPolicy(),
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> JudgeOutcome:
-    """Judge one item. Raises only ``JudgeDeferred``; every other problem is ``outcome.failure``."""
+    """Judge one item, on the judge loop. Raises only ``JudgeDeferred``; every other problem is
+    ``outcome.failure``. The breaker and the governor are asked synchronously, on the loop: a
+    ``GroupGate`` asks their store once per group, and one round trip is shorter than the calls'."""
     try:
         prompt = render_prompt(
             request.prompt_template,
@@ -113,7 +121,7 @@ def run_judge(
         )
     except PromptError as exc:
         return JudgeOutcome(None, f"judge prompt: {exc.message}", None, dict.fromkeys(USAGE_FIELDS, 0), 0.0, 0)
-    return _Judgment(request, prompt, client, breaker, governor, price, policy, sleep).run()
+    return await _Judgment(request, prompt, client, breaker, governor, price, policy, sleep).run()
 
 
 # How soon a judgment deferred for an unreachable breaker/governor store is tried again.
@@ -139,12 +147,12 @@ class _Judgment:
 
     request: JudgeRequest
     prompt: JudgePrompt
-    client: anthropic.Anthropic
+    client: anthropic.AsyncAnthropic
     breaker: Breaker
     governor: Governor
     price: ModelPrice
     policy: RetryPolicy
-    sleep: Callable[[float], None]
+    sleep: Callable[[float], Awaitable[None]]
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_FIELDS, 0))
     calls: int = 0
     last_answer: str | None = None
@@ -154,17 +162,17 @@ class _Judgment:
     def __post_init__(self) -> None:
         self.output_config = output_config_for(self.request.verdict_model)
 
-    def run(self) -> JudgeOutcome:
+    async def run(self) -> JudgeOutcome:
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.prompt.user}]
         try:
-            text, verdict, problem = self._read(self._send(messages))
+            text, verdict, problem = self._read(await self._send(messages))
             if verdict is not None:
                 return self._outcome(verdict=verdict)
             log.info("judge %s gave an unusable answer (%s); asking once for a repair", self.request.model, problem)
             observability.judge_repair(self.request.model)
             self.repaired = True
             messages += _repair_turns(text, problem)
-            text, verdict, problem = self._read(self._send(messages))
+            text, verdict, problem = self._read(await self._send(messages))
             if verdict is not None:
                 return self._outcome(verdict=verdict)
             log.warning("judge %s answer still unusable after the repair: %s", self.request.model, problem)
@@ -185,14 +193,14 @@ class _Judgment:
         observability.judgment(self.request.model, "deferred")
         return JudgeDeferred(retry_in, reason, usage=dict(self.usage), cost_usd=cost_usd(self.usage, self.price))
 
-    def _send(self, messages: list[dict[str, Any]]) -> Message:
+    async def _send(self, messages: list[dict[str, Any]]) -> Message:
         tokens = estimate_tokens(self.prompt.system + "".join(m["content"] for m in messages))
         controller = retrying(self.policy, sleep=self.sleep)
         try:
-            for attempt in controller:
+            async for attempt in controller:
                 observability.judge_attempt(self.request.model, attempt.retry_state.attempt_number)
                 with attempt:
-                    message = self._attempt(messages, tokens)
+                    message = await self._attempt(messages, tokens)
         except BreakerOpen as exc:
             observability.breaker_rejected(self.request.model)
             raise self._deferred(exc.retry_in, str(exc)) from exc
@@ -209,14 +217,14 @@ class _Judgment:
             raise self._deferred(retry_in, f"{describe_api_error(exc)} (after {attempts} attempt(s))") from exc
         return message
 
-    def _attempt(self, messages: list[dict[str, Any]], tokens: int) -> Message:
+    async def _attempt(self, messages: list[dict[str, Any]], tokens: int) -> Message:
         model = self.request.model
         success_is_news = self.breaker.before_call(model)
-        self._wait_for_governor(tokens)
+        await self._wait_for_governor(tokens)
         self.calls += 1
         system = self.prompt.system_blocks()
         try:
-            raw = self.client.messages.with_raw_response.create(
+            raw = await self.client.messages.with_raw_response.create(
                 model=model,
                 max_tokens=self.request.max_tokens,
                 system=system if system else anthropic.omit,
@@ -248,19 +256,19 @@ class _Judgment:
         if success_is_news:
             _bookkeep(self.breaker.record_success, model)
         observability.judge_call(model, raw)
-        message = raw.parse()
+        message = await raw.parse()
         for name, tokens in usage_of(message).items():
             self.usage[name] += tokens
         observability.judge_usage(model, message.usage, self.price)
         return message
 
-    def _wait_for_governor(self, tokens: int) -> None:
+    async def _wait_for_governor(self, tokens: int) -> None:
         waited = 0.0
         while (wait := self.governor.acquire(self.request.model, tokens)) > 0:
             if waited + wait > self.policy.max_inline_wait_seconds:
                 raise self._deferred(wait, f"rate governor: {self.request.model} is at its rate limit")
             observability.governor_wait(self.request.model, wait)
-            self.sleep(wait)
+            await self.sleep(wait)
             waited += wait
 
     def _read(self, message: Message) -> tuple[str, pydantic.BaseModel | None, str | None]:

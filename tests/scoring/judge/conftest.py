@@ -12,8 +12,9 @@ import redis
 
 from assay.settings import REPO_ROOT
 from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
+from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.retry import RetryPolicy
-from assay.scoring.judge.service import make_client
+from assay.scoring.judge.service import make_batch_client, make_client
 from assay.scoring.suites import ModelPrice, load_model_catalog
 from tests.fakes.anthropic_server import FakeAnthropic
 
@@ -36,9 +37,18 @@ def fake(fake_server: FakeAnthropic) -> FakeAnthropic:
 
 @pytest.fixture
 def client(fake: FakeAnthropic) -> Iterator[anthropic.Anthropic]:
-    sdk = make_client("test-key", fake.base_url, timeout=5.0)
+    """A synchronous SDK client, for the fake's own tests."""
+    sdk = make_batch_client("test-key", fake.base_url, timeout=5.0)
     yield sdk
     sdk.close()
+
+
+@pytest.fixture
+def judge_client(fake: FakeAnthropic) -> Iterator[anthropic.AsyncAnthropic]:
+    """The judge's client, as a worker makes it: asynchronous, used on the process's judge loop."""
+    sdk = make_client("test-key", fake.base_url, timeout=5.0)
+    yield sdk
+    judge_loop().run(sdk.close())
 
 
 @pytest.fixture(scope="session")

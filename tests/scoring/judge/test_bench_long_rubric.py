@@ -4,6 +4,8 @@ lane reads nearly all of it from the prompt cache after the first judgment."""
 
 from __future__ import annotations
 
+import asyncio
+
 from assay.scoring.judge.rubrics import fixed_text_after_first_placeholder
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import cache_read_ratio
@@ -37,7 +39,7 @@ def test_the_realtime_lane_reads_the_rubric_from_the_cache():
     kind = get_kind("generic")
     items = [kind.item_model.model_validate(raw) for raw in cost.generic_items(10)]
     with FakeAnthropic() as fake:
-        lane = cost.realtime_lane(suite, items, catalog, fake.base_url)
+        lane = asyncio.run(cost.realtime_lane(suite, items, catalog, fake.base_url))
     assert lane.judgments == lane.verdicts == 10
     assert lane.usage["cache_creation_input_tokens"] > 0  # written once
     assert cache_read_ratio(lane.usage) > 0.8

@@ -11,6 +11,7 @@ import pytest
 
 from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor
+from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import make_client
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import MetricContext
@@ -83,7 +84,7 @@ def runtime(fake):
         catalog=load_model_catalog(CONFIG),
         policy=FAST_POLICY,
     )
-    client.close()
+    judge_loop().run(client.close())
 
 
 def work(criteria, component: str, item: dict | None = None) -> WorkUnit:

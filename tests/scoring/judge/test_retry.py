@@ -12,6 +12,7 @@ import pytest
 
 from assay.scoring.judge.breaker import BreakerOpen
 from assay.scoring.judge.retry import RetryPolicy, is_transient, retry_after_seconds, retrying
+from assay.scoring.judge.loop import judge_loop
 from tests.scoring.judge.conftest import MODEL
 
 
@@ -106,38 +107,48 @@ def test_backoff_doubles_with_bounded_jitter():
         assert max(waits) > min(waits)  # there is jitter
 
 
-def send_through(controller, client: anthropic.Anthropic):
-    for attempt in controller:
-        with attempt:
-            result = client.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}])
-    return result
+def send_through(controller, client: anthropic.AsyncAnthropic):
+    async def send():
+        async for attempt in controller:
+            with attempt:
+                result = await client.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}])
+        return result
+
+    return judge_loop().run(send())
 
 
-def test_retrying_backs_off_three_times_then_gives_up(client, fake):
+class Sleeps(list):
+    """Records the waits a controller asks for, without waiting."""
+
+    async def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def test_retrying_backs_off_three_times_then_gives_up(judge_client, fake):
     fake.script({"kind": "overloaded", "times": 10})
-    sleeps: list[float] = []
-    controller = retrying(RetryPolicy(backoff_base_seconds=1.0, jitter_ratio=0.0), sleep=sleeps.append)
+    sleeps = Sleeps()
+    controller = retrying(RetryPolicy(backoff_base_seconds=1.0, jitter_ratio=0.0), sleep=sleeps)
     with pytest.raises(anthropic.OverloadedError):
-        send_through(controller, client)
+        send_through(controller, judge_client)
     assert sleeps == [1.0, 2.0, 4.0]
     assert fake.calls()["total"] == 4
 
 
-def test_retrying_honours_retry_after_and_stops_on_permanent_errors(client, fake):
+def test_retrying_honours_retry_after_and_stops_on_permanent_errors(judge_client, fake):
     fake.script({"kind": "rate_limit", "retry_after": 3}, {"kind": "unauthorized"})
-    sleeps: list[float] = []
-    controller = retrying(RetryPolicy(backoff_base_seconds=0.01), sleep=sleeps.append)
+    sleeps = Sleeps()
+    controller = retrying(RetryPolicy(backoff_base_seconds=0.01), sleep=sleeps)
     with pytest.raises(anthropic.AuthenticationError):
-        send_through(controller, client)
+        send_through(controller, judge_client)
     assert sleeps == [3.0]
     assert fake.calls()["total"] == 2
 
 
-def test_retrying_will_not_block_longer_than_the_inline_limit(client, fake):
+def test_retrying_will_not_block_longer_than_the_inline_limit(judge_client, fake):
     fake.script({"kind": "rate_limit", "retry_after": 120}, {"kind": "ok"})
-    sleeps: list[float] = []
-    controller = retrying(RetryPolicy(max_inline_wait_seconds=30), sleep=sleeps.append)
+    sleeps = Sleeps()
+    controller = retrying(RetryPolicy(max_inline_wait_seconds=30), sleep=sleeps)
     with pytest.raises(anthropic.RateLimitError):
-        send_through(controller, client)
+        send_through(controller, judge_client)
     assert sleeps == []
     assert fake.calls()["total"] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from assay.scoring.judge.breaker import BreakerOpen, InProcessBreaker, RedisBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
+from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.prompt import render_prompt
 from assay.scoring.judge.retry import RetryPolicy
 from assay.scoring.judge.service import USAGE_FIELDS, JudgeDeferred, JudgeOutcome, JudgeRequest, cost_usd, run_judge
@@ -51,20 +53,20 @@ def item_key(request: JudgeRequest) -> str:
 class Sleeps(list):
     """Records the waits run_judge asks for, and really waits them."""
 
-    def __call__(self, seconds: float) -> None:
+    async def __call__(self, seconds: float) -> None:
         self.append(seconds)
-        time.sleep(seconds)
+        await asyncio.sleep(seconds)
 
 
 @pytest.fixture
-def judge(client, price):
-    """run_judge with an in-process breaker and no rate limits unless a test passes its own."""
+def judge(judge_client, price):
+    """run_judge on the judge loop, with an in-process breaker and no rate limits unless a test passes its own."""
 
     def call(request: JudgeRequest, **kwargs) -> JudgeOutcome:
         kwargs.setdefault("breaker", InProcessBreaker())
         kwargs.setdefault("governor", InProcessGovernor({}))
         kwargs.setdefault("policy", FAST_POLICY)
-        return run_judge(request, client=client, price=price, **kwargs)
+        return judge_loop().run(run_judge(request, client=judge_client, price=price, **kwargs))
 
     return call
 

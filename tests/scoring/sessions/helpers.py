@@ -89,7 +89,7 @@ class StubJudge:
         self.default: dict[str, Any] | str = VERDICT
         self.requests: list[Any] = []
 
-    def __call__(self, request: Any, **kwargs: Any) -> Any:
+    async def __call__(self, request: Any, **kwargs: Any) -> Any:
         from assay.scoring.judge.service import JudgeOutcome
 
         self.requests.append(request)

@@ -7,6 +7,7 @@ from tests.scoring.sessions.helpers import skip_unless_core_ready
 
 skip_unless_core_ready()  # first: the imports below register the session tables
 
+import asyncio
 import json
 
 from assay.scoring.judge.prompt import OUTPUT_SCHEMA, PLACEHOLDER, output_schema_text, template_placeholders
@@ -121,7 +122,7 @@ def test_bench_cost_reads_more_from_the_cache_and_costs_less_than_alert_session(
     with FakeAnthropic(batch_processing_seconds=0.1) as fake:
         for name in ("alert_session", "alert_session_cached"):
             fake.reset()
-            realtime = cost.realtime_lane(cost.bench_suite(name), items, catalog, fake.base_url)
+            realtime = asyncio.run(cost.realtime_lane(cost.bench_suite(name), items, catalog, fake.base_url))
             fake.reset()
             batch = cost.batch_lane(cost.bench_suite(name), items, catalog, fake.base_url)
             assert realtime.judgments == realtime.verdicts == batch.verdicts == 6

@@ -102,7 +102,11 @@ def test_a_session_not_completed_is_not_judged():
 
 def test_the_scorer_fails_the_judge_component_with_that_message_and_calls_no_judge(monkeypatch):
     called = []
-    monkeypatch.setattr("assay.scoring.judge.service.run_judge", lambda *a, **k: called.append(1))
+
+    async def run_judge(*args, **kwargs):
+        called.append(1)
+
+    monkeypatch.setattr("assay.scoring.judge.service.run_judge", run_judge)
     suite = load_suite(REPO / "config", "alert_session")
     small = suite.criteria.model_copy(
         update={"judge": suite.criteria.judge.model_copy(update={"prompt": TEMPLATE})}

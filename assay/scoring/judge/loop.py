@@ -1,0 +1,52 @@
+"""The process's judge event loop: every judge call of a process runs on one asyncio loop, on one
+daemon thread, through ``AsyncAnthropic`` clients that live on it.
+
+Callers on other threads (a worker's task threads, a test) hand it coroutines with ``submit`` and
+wait for their futures. One loop with many calls in flight costs far less CPU than a thread per call
+(no GIL hand-offs between dozens of threads, one connection pool), and a call waiting for the
+provider, a retry's backoff or the rate governor holds no thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class JudgeLoop:
+    """An asyncio event loop running forever on its own daemon thread."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="assay-judge-loop", daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start ``coro`` on the loop; its result (or exception) arrives in the returned future."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result (from any thread but the loop's own)."""
+        return self.submit(coro).result()
+
+
+_lock = threading.Lock()
+_judge_loop: JudgeLoop | None = None
+_pid: int | None = None
+
+
+def judge_loop() -> JudgeLoop:
+    """This process's judge loop, started on first use; a forked child starts its own (a parent's
+    thread does not survive the fork)."""
+    global _judge_loop, _pid
+    with _lock:
+        if _judge_loop is None or _pid != os.getpid():
+            _judge_loop = JudgeLoop()
+            _pid = os.getpid()
+        return _judge_loop
