@@ -257,6 +257,39 @@ def database_size_mb(env: dict[str, str]) -> float:
         return conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 1024**2
 
 
+def relation_report(env: dict[str, str], min_kib: int = 256) -> str:
+    """Each table of the scratch database at least ``min_kib`` in all: heap, indexes and TOAST sizes;
+    of the heap, the bytes in dead row versions and the free bytes (``pgstattuple``, installed into the
+    scratch database for this); live and dead row versions, updates and how many were HOT. Read after
+    the run's processes have stopped (a backend reports its row counts when idle or at exit)."""
+    url = env["ASSAY_DATABASE_URL"].replace("+psycopg", "")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        rows = conn.execute(
+            """SELECT relname, pg_relation_size(relid), pg_indexes_size(relid),
+                      pg_table_size(relid) - pg_relation_size(relid), dead_tuple_len, free_space,
+                      n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd
+               FROM pg_stat_user_tables, pgstattuple(relid)
+               WHERE pg_total_relation_size(relid) >= %s * 1024
+               ORDER BY pg_total_relation_size(relid) DESC""",
+            (min_kib,),
+        ).fetchall()
+    mib = 1024**2
+    lines = [
+        (
+            f"{'table':<18} {'heap MiB':>8} {'(dead':>6} {'free)':>6} {'index MiB':>9} {'toast MiB':>9} "
+            f"{'live rows':>9} {'dead rows':>9} {'updates':>8} {'HOT':>8}"
+        )
+    ]
+    for name, heap, index, toast, dead_bytes, free_bytes, live, dead, updates, hot in rows:
+        lines.append(
+            f"{name:<18} {heap / mib:>8.2f} {dead_bytes / mib:>6.2f} {free_bytes / mib:>6.2f} {index / mib:>9.2f} "
+            f"{toast / mib:>9.2f} {live:>9} {dead:>9} {updates:>8} {hot:>8}"
+        )
+    return "\n".join(lines)
+
+
 def round_trips(env: dict[str, str]) -> tuple[int, int]:
     """(Redis commands the server has run, PostgreSQL transactions of the scratch database) so far: the
     difference over a run, per judgment, is a cost figure the machine's noise does not move. Redis

@@ -2,7 +2,9 @@
 
 Prints items/s, the CPU per item of every process (API, planner, metrics and judge workers, the Redis
 server, the PostgreSQL backends of the run's database and the whole PostgreSQL cluster), peak RSS of the API and the workers, the peak Redis memory of
-this run's keys, the Postgres database size, and what those come to per item (and for 1M items).
+this run's keys, the Postgres database size (with and without the empty migrated database), and what
+those come to per item (and for 1M items). ``--relations`` adds, after the run, each table's heap
+(with its dead and free bytes), index and TOAST sizes and its live, dead and HOT-updated row versions.
 Uses the local PostgreSQL and Redis (a scratch database and a private key namespace, removed
 afterwards).
 
@@ -31,6 +33,10 @@ def main() -> None:
         help="run the metrics worker under cProfile (solo pool, one process) and write its stats here; "
         "its CPU figures are then inflated by the profiler (read the profile for shares)",
     )
+    parser.add_argument(
+        "--relations", action="store_true",
+        help="after the run, print each table's sizes and its live, dead and HOT-updated row versions",
+    )
     args = parser.parse_args()
 
     with harness.scratch_environment() as env, tempfile.TemporaryDirectory() as tmp:
@@ -49,6 +55,7 @@ def main() -> None:
         ]
         try:
             time.sleep(3)  # let the workers finish importing before the clock starts
+            empty_mb = harness.database_size_mb(env)
             items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
             cpu_before = {w.pid: harness.cpu_seconds(w.pid) for w in workers}
             system = harness.SystemCpu(
@@ -81,13 +88,16 @@ def main() -> None:
             print(f"peak RSS api/metrics/judge  {harness.peak_rss_mb(api.pid):.0f} / "
                   f"{harness.peak_rss_mb(workers[0].pid):.0f} / {harness.peak_rss_mb(workers[1].pid):.0f} MiB")
             print(f"peak Redis (run keys) {redis_peak.peak:.1f} MiB")
-            print(f"Postgres database     {db_mb:.0f} MiB ({1024 * db_mb / args.items:.1f} KiB/item)")
+            print(f"Postgres database     {db_mb:.1f} MiB ({1024 * db_mb / args.items:.2f} KiB/item); without the empty "
+                  f"migrated database ({empty_mb:.1f} MiB) {db_mb - empty_mb:.1f} MiB ({1024 * (db_mb - empty_mb) / args.items:.2f} KiB/item)")
             per_item_cpu = sum(cpu.values()) / args.items
             print(f"extrapolated to 1M    {1e6 / (args.items / total_s) / 3600:.1f} h at this rate, "
                   f"{per_item_cpu * 1e6 / 3600:.1f} worker CPU-hours, {db_mb * 1e6 / args.items / 1024:.1f} GiB of Postgres")
         finally:
             for proc in [*workers, api, fake]:
                 proc.stop()
+        if args.relations:
+            print(harness.relation_report(env))
 
 
 if __name__ == "__main__":
