@@ -571,11 +571,14 @@ _LANDABLE = (
     )
     .with_for_update()
 )
+# A score's landings in one transaction count on it in one write (not one per component): each row
+# version of a score is a dead one left behind (autovacuum may be off). The landing that completes a
+# score writes the count with its final row instead (``_FINALIZE``).
 _COUNT_LANDINGS = (
     update(_scores)
     .where(_s.id == bindparam("b_score_id"))
     .values(
-        components_landed=_s.components_landed + 1,
+        components_landed=_s.components_landed + bindparam("b_landed", type_=Integer),
         raw_judge_output=func.coalesce(bindparam("b_raw_output", type_=Text), _s.raw_judge_output),
         error_kind=func.coalesce(bindparam("b_error_kind", type_=String), _s.error_kind),
     )
@@ -585,8 +588,15 @@ _COUNTED = (
     _s.components_landed, _s.components_total, _s.batch_id,
     _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id, _s.calibration_run_id,
 )
-_COUNT_LANDING = _COUNT_LANDINGS.returning(*_COUNTED)
-_COUNTED_SCORES = select(_s.id, *_COUNTED).where(_s.id.in_(bindparam("b_score_ids", expanding=True)))
+# The landing's scores, locked before it counts on them: whether it completes a score decides which
+# write counts it (concurrent landings of the same score's other components wait here). Locked in id
+# order, so that two landings sharing scores cannot lock them crosswise.
+_COUNTING_SCORES = (
+    select(_s.id, *_COUNTED)
+    .where(_s.id.in_(bindparam("b_score_ids", expanding=True)))
+    .order_by(_s.id)
+    .with_for_update()
+)
 # A re-score's carried-over components count on their score all at once (see ``create_components``).
 _BUMP_CARRIED = (
     update(_scores)
@@ -619,8 +629,10 @@ def land_many(
     duplicate run had landed already). The scores whose last component lands are finalized together
     (``items``: their items, already validated, if at hand).
 
-    One landing takes two statements (each with RETURNING). Several take a locking read of which can
-    land, the component and score updates as two executemany, and one read of the scores."""
+    One landing's component update has RETURNING (whether it landed); several take a locking read of
+    which can land and the component updates as one executemany. Then a locking read of their scores,
+    and one write per score (one executemany): its count, or, for a score this completes, its final
+    row with the count in it (each version of a score row is a dead one left behind)."""
     now = utcnow()
     by_ref = {landing.ref: landing for landing in landings}
     rows: dict[ComponentRef, dict[str, Any]] = {}
@@ -643,7 +655,6 @@ def land_many(
         ((ref, row),) = rows.items()
         if session.scalar(_LAND_COMPONENT, row) is None:
             return set()
-        counted = {ref.score_id: session.execute(_COUNT_LANDING, row).one()}
         landed = [ref]
     else:
         keys = [(ref.score_id, ref.component) for ref in rows]
@@ -652,16 +663,28 @@ def land_many(
         if not landed:
             return set()
         session.execute(_LAND_COMPONENTS, [rows[ref] for ref in landed])
-        session.execute(_COUNT_LANDINGS, [rows[ref] for ref in landed])
-        found = session.execute(_COUNTED_SCORES, {"b_score_ids": list({ref.score_id for ref in landed})})
-        counted = {score.id: score for score in found}
+    counts: dict[uuid.UUID, dict[str, Any]] = {}
+    for ref in landed:
+        count = counts.setdefault(
+            ref.score_id,
+            {"b_score_id": ref.score_id, "b_landed": 0, "b_raw_output": None, "b_error_kind": rows[ref]["b_error_kind"]},
+        )
+        count["b_landed"] += 1
+        if rows[ref]["b_raw_output"] is not None:  # as one write per landing would leave it: the last one given
+            count["b_raw_output"] = rows[ref]["b_raw_output"]
+    counted = {score.id: score for score in session.execute(_COUNTING_SCORES, {"b_score_ids": list(counts)})}
     for ref in landed:
         claim = by_ref[ref].claim
         if claim is None or claim.budgeted:
             _charge(session, counted[ref.score_id].batch_id, by_ref[ref].result.cost_usd)
-    complete = {score_id: score for score_id, score in counted.items() if score.components_landed == score.components_total}
-    if complete:
-        finalize_scores(session, complete, items=items)
+    complete = {
+        score_id: score for score_id, score in counted.items()
+        if score.components_landed + counts[score_id]["b_landed"] == score.components_total
+    }
+    finalized = finalize_scores(session, complete, items=items, counts=counts) if complete else set()
+    counting = [count for score_id, count in counts.items() if score_id not in finalized]
+    if counting:
+        session.execute(_COUNT_LANDINGS, counting)
     return set(landed)
 
 
@@ -696,6 +719,9 @@ _FINALIZE = (
         usage=bindparam("b_usage"),
         cost_usd=bindparam("b_cost_usd"),
         completed_at=bindparam("b_now"),
+        # The completing landing's count (``_COUNT_LANDINGS``), in the same row version.
+        components_landed=_s.components_landed + bindparam("b_landed", type_=Integer),
+        raw_judge_output=func.coalesce(bindparam("b_raw_output", type_=Text), _s.raw_judge_output),
     )
 )
 
@@ -743,16 +769,25 @@ _FINALIZING_COMPONENTS_OF = select(
 _ITEM_PAYLOADS = select(Item.id, Item.payload).where(Item.id.in_(bindparam("b_item_ids", expanding=True)))
 
 
-def finalize_scores(session: Session, scores: dict[uuid.UUID, Any], *, items: dict[uuid.UUID, Any] | None = None) -> None:
+def finalize_scores(
+    session: Session,
+    scores: dict[uuid.UUID, Any],
+    *,
+    items: dict[uuid.UUID, Any] | None = None,
+    counts: dict[uuid.UUID, dict[str, Any]] | None = None,
+) -> set[uuid.UUID]:
     """Total, pass and status of scores whose components have all landed, in one pass (Core
     statements: this runs on the landing hot path): one read of their components, one executemany of
-    their final rows. ``scores``: each score's row as the landing read it (status, criteria_hash,
-    error_kind, batch_id, suite_name, item_id, calibration_run_id). ``items``: scores' items already
-    validated (a metric group's); otherwise the item is read only for a kind with pass blockers (a
-    session's payload can be megabytes)."""
+    their final rows. Returns the scores finalized (those still active). ``scores``: each score's row
+    as the landing read it (status, criteria_hash, error_kind, batch_id, suite_name, item_id,
+    calibration_run_id). ``items``: scores' items already validated (a metric group's); otherwise the
+    item is read only for a kind with pass blockers (a session's payload can be megabytes).
+    ``counts``: the completing landing's counts not yet written (``_COUNT_LANDINGS`` parameters, by
+    score), written with the final rows."""
     active = {score_id: row for score_id, row in scores.items() if row.status in ACTIVE_SCORE_STATUSES}
     if not active:
-        return
+        return set()
+    counts = counts or {}
     items = items or {}
     comps_of: dict[uuid.UUID, list[Any]] = {score_id: [] for score_id in active}
     for comp in session.execute(_FINALIZING_COMPONENTS_OF, {"b_score_ids": list(active)}):
@@ -775,10 +810,12 @@ def finalize_scores(session: Session, scores: dict[uuid.UUID, Any], *, items: di
         passed = False
         partial = False
         error_kind: str | None
+        count = counts.get(score_id, {})
+        landing_error_kind = count.get("b_error_kind") or row.error_kind
         if failed:
             # A failed component never renormalises: the score fails, with the reason, and can be retried.
-            status = "timed_out" if row.error_kind == "timed_out" else "failed"
-            error_kind = row.error_kind or "component_failed"
+            status = "timed_out" if landing_error_kind == "timed_out" else "failed"
+            error_kind = landing_error_kind or "component_failed"
             error_message = "; ".join(f"{comp.component}: {comp.reason}" for comp in failed)
         elif not ok:
             status, error_kind = "failed", "nothing_scored"
@@ -812,6 +849,8 @@ def finalize_scores(session: Session, scores: dict[uuid.UUID, Any], *, items: di
                 "b_usage": _sum_usage(comp.usage for comp in comps) or None,
                 "b_cost_usd": cost,
                 "b_now": now,
+                "b_landed": count.get("b_landed", 0),
+                "b_raw_output": count.get("b_raw_output"),
             }
         )
     session.execute(_FINALIZE, finals)
@@ -842,6 +881,7 @@ def finalize_scores(session: Session, scores: dict[uuid.UUID, Any], *, items: di
         observability.score_finished(row.suite_name, status, passed, final["b_cost_usd"], calibration=calibration)
         if row.batch_id is not None:
             _finish_batch_after_commit(session, row.batch_id)
+    return set(active)
 
 
 def cache_read_ratio(usage: dict[str, int]) -> float | None:

@@ -4,7 +4,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from assay.scoring import pipeline
 from assay.scoring.criteria import current_suite
@@ -250,6 +250,39 @@ def test_landing_a_set_records_each_component_once_and_finalizes_the_scores_it_c
         assert waiting.components_landed == 1 and waiting.completed_at is None  # not finalized
 
 
+def _score_versions_written(s) -> int:
+    """Row versions written to ``scores`` (each UPDATE of a row writes one) by this backend, counting
+    from a point in its transaction: PostgreSQL 15 may still hold earlier transactions' counts here."""
+    return s.execute(text("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'scores'")).scalar_one()
+
+
+def test_a_landing_writes_one_version_of_each_score_it_counts_on_its_final_one_included(clean_db):
+    # With autovacuum off every version written is a dead row left behind: a landing counts a score's
+    # components in one write, and the landing that completes a score counts them in its final row.
+    batch_id, scores = make_batch(3)
+    refs = plan_all(batch_id)
+    with transaction() as s:
+        pipeline.claim_many(s, refs, "w", 60)
+    first, second, third = ([ref for ref in refs if ref.score_id == score_id] for score_id in scores)
+    judged = ComponentResult.failed("judge answered garbage", raw_output="{{{")
+    with transaction() as s:  # the first score's components but one, the second's all, the third's first two
+        landings = [pipeline.Landing(ref, ComponentResult.ok(1.0)) for ref in [*first[:-1], *second[:-1], third[0]]]
+        landings += [pipeline.Landing(second[-1], judged), pipeline.Landing(third[1], ComponentResult.ok(0.5))]
+        before = _score_versions_written(s)
+        assert len(pipeline.land_many(s, landings)) == len(landings)
+        assert _score_versions_written(s) - before == 3
+    with transaction() as s:
+        before = _score_versions_written(s)
+        assert pipeline.land(s, first[-1], ComponentResult.ok(1.0))
+        assert _score_versions_written(s) - before == 1
+    with transaction() as s:
+        done, failed, waiting = (s.get(Score, score_id) for score_id in scores)
+        assert done.status == "completed" and done.components_landed == len(first) and done.total == pytest.approx(1.0)
+        assert failed.status == "failed" and failed.components_landed == len(second)
+        assert failed.raw_judge_output == "{{{" and failed.error_kind == "component_failed"
+        assert waiting.status == "in_progress" and waiting.components_landed == 2 and waiting.completed_at is None
+
+
 def test_skipped_component_renormalises_and_marks_partial(clean_db):
     batch_id, scores = make_batch(1)
     refs = plan_all(batch_id)
@@ -313,6 +346,30 @@ def test_poison_component_fails_after_max_attempts(clean_db):
     with transaction() as s:
         comp = s.get(ScoreComponent, (ref.score_id, ref.component))
         assert comp.status == "failed" and "gave up after 2 attempts" in comp.reason
+
+
+def test_a_component_that_outlived_its_lease_each_time_times_its_score_out_when_it_lands_last_or_first(clean_db):
+    batch_id, scores = make_batch(2)
+    refs = plan_all(batch_id)
+    for score_id, lands_last in zip(scores, (True, False), strict=True):
+        *rest, poison = [ref for ref in refs if ref.score_id == score_id]
+        if lands_last:
+            land_all(rest)
+        with transaction() as s:  # claimed past the limit, no error recorded: every run died or ran too long
+            s.execute(
+                update(ScoreComponent)
+                .where(ScoreComponent.score_id == score_id, ScoreComponent.component == poison.component)
+                .values(attempts=2)
+            )
+        with transaction() as s:
+            assert pipeline.expire_poison(s, poison, pipeline.claim(s, poison, "w", 60).attempts, max_attempts=2)
+        if not lands_last:
+            land_all(rest)
+        with transaction() as s:
+            score = s.get(Score, score_id)
+            assert score.status == "timed_out" and score.error_kind == "timed_out"
+            assert score.components_landed == len(refs) // 2
+            assert f"{poison.component}: gave up after 2 attempts" in score.error_message
 
 
 def test_reconciler_finds_lost_work(clean_db):
