@@ -10,6 +10,7 @@ provider, a retry's backoff or the rate governor holds no thread.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 from collections.abc import Coroutine
@@ -17,6 +18,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 class JudgeLoop:
@@ -26,6 +28,26 @@ class JudgeLoop:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="assay-judge-loop", daemon=True)
         self._thread.start()
+        self._clients: list[Any] = []
+        atexit.register(self._close_clients)
+
+    def own(self, client: C) -> C:
+        """Close ``client`` (an ``AsyncAnthropic``) on this loop when the process exits: its aiohttp
+        session lives on the loop and must be closed there, not left to the garbage collector."""
+        self._clients.append(client)
+        return client
+
+    def _close_clients(self) -> None:
+        if not self._clients or not self._thread.is_alive():
+            return
+
+        async def close_all() -> None:
+            await asyncio.gather(*(client.close() for client in self._clients), return_exceptions=True)
+
+        try:
+            self.submit(close_all()).result(timeout=5)
+        except Exception:  # exiting anyway: a client that cannot close in time is dropped
+            pass
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Start ``coro`` on the loop; its result (or exception) arrives in the returned future."""

@@ -23,6 +23,7 @@ from anthropic.types import Message
 from assay import observability
 from assay.scoring.judge.breaker import Breaker, BreakerOpen
 from assay.scoring.judge.governor import Governor, estimate_tokens
+from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
 from assay.scoring.judge.retry import (
     RetryPolicy, exception_retry_after, is_outage, is_rate_limited, is_transient, retrying,
@@ -80,9 +81,18 @@ class JudgeDeferred(Exception):
 
 
 def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-    """The realtime lane's SDK client, used on the judge loop (``judge/loop.py``). It never retries on
-    its own: ``retry.py`` owns retries, so they don't multiply."""
-    return anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+    """The realtime lane's SDK client, used on the judge loop (``judge/loop.py``). It sends through
+    aiohttp (the SDK's ``DefaultAioHttpClient``; its session is made on the loop, at the first call),
+    which spends about a third less CPU per call than httpx's connection pool with many calls in
+    flight. It never retries on its own: ``retry.py`` owns retries, so they don't multiply."""
+    client = anthropic.AsyncAnthropic(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=0,
+        http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
+    )
+    return judge_loop().own(client)
 
 
 def make_batch_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:

@@ -57,11 +57,20 @@ _KIND_MODULES = {
 }
 
 
+# Kinds already imported: every component's work asks for its kind, and import_module, even of a
+# module already imported, takes the import system's locks (a visible share of a judge worker's CPU).
+_loaded: dict[str, Kind] = {}
+
+
 def get_kind(name: str) -> Kind:
+    kind = _loaded.get(name)
+    if kind is not None:
+        return kind
     module = _KIND_MODULES.get(name)
     if module is None:
         raise CriteriaError(f"unknown suite kind {name!r}; known: {', '.join(sorted(_KIND_MODULES))}")
-    return importlib.import_module(module).KIND
+    kind = _loaded[name] = importlib.import_module(module).KIND
+    return kind
 
 
 def known_kinds() -> list[str]:
