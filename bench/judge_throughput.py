@@ -117,10 +117,14 @@ def main() -> None:
                 items = harness.write_items(Path(tmp) / "items.jsonl", args.items)
                 cpu_before = [harness.cpu_seconds(j.pid) for j in judges]
                 trips_before = harness.round_trips(env)
+                upload_began = time.time()
                 batch_id, upload_s = harness.upload(url, items, suite=suite)
                 view, run_s = harness.wait_batch(url, batch_id)
+                seen_done = time.time()
                 judge_cpu = [harness.cpu_seconds(j.pid) - before for j, before in zip(judges, cpu_before)]
-                pipeline_rate = steady_rate(control.get("/_fake/calls").json()["calls"])
+                calls = control.get("/_fake/calls").json()["calls"]
+                pipeline_rate = steady_rate(calls)
+                arrivals = [c["at"] for c in calls if c["status"] == 200]
             finally:
                 for proc in [*judges, *workers, api]:
                     proc.stop()
@@ -140,6 +144,10 @@ def main() -> None:
     print(f"pipeline (steady state)   {pipeline_rate:8.1f} judgments/s   ({view['progress']['completed']} completed, "
           f"{view['progress']['errored']} errored; upload → done {upload_s + run_s:.1f} s)")
     print(f"bound C/L                 {bound:8.1f} judgments/s   pipeline = {100 * pipeline_rate / bound:.0f}% of it")
+    whole = upload_s + run_s
+    print(f"upload → done             {args.items / whole:8.1f} judgments/s   = {100 * args.items / whole / bound:.0f}% of C/L   "
+          f"(first call {min(arrivals) - upload_began:.1f} s after the upload began, last answer "
+          f"{seen_done - max(arrivals) - args.latency:.1f} s before the batch was seen done, polled every 0.5 s)")
     loop_rate = (loop_before + loop_after) / 2
     print(f"plain asyncio SDK loop    {loop_rate:8.1f} judgments/s   pipeline = {100 * pipeline_rate / loop_rate:.0f}% of it"
           f"   (before / after the pipeline: {loop_before:.1f} / {loop_after:.1f})")
