@@ -26,7 +26,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.0, help="fake judge latency in seconds")
-    parser.add_argument("--judge-concurrency", type=int, default=16, help="judge calls in flight")
+    parser.add_argument("--judge-concurrency", type=int, default=16, help="judge calls in flight per judge worker")
+    parser.add_argument(
+        "--judge-workers", type=int, default=1,
+        help="judge worker processes (the README's advice for a fast judge: one per core)",
+    )
     parser.add_argument("--metrics-concurrency", type=int, default=2)
     parser.add_argument(
         "--profile-metrics", metavar="OUT.prof",
@@ -45,14 +49,15 @@ def main() -> None:
         config = harness.config_with_rate_limit(Path(tmp) / "config", 1_000_000)
         env = env | {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url, "ASSAY_CONFIG_DIR": str(config)}
         api, url = harness.start_api(env)
-        workers = [
+        metrics = (
             harness.start_worker(env, "metrics", "prefork", args.metrics_concurrency, "metrics")
             if not args.profile_metrics
-            else harness.start_worker(env, "metrics", "solo", 1, "metrics", profile=str(Path(args.profile_metrics).resolve())),
-            harness.start_judge_worker(env, args.judge_concurrency, "judge"),
-            # The planner (and reconciler) apart, so that its CPU is its own.
-            harness.start_worker(env, "control", "solo", 1, "control"),
-        ]
+            else harness.start_worker(env, "metrics", "solo", 1, "metrics", profile=str(Path(args.profile_metrics).resolve()))
+        )
+        judges = [harness.start_judge_worker(env, args.judge_concurrency, f"judge{n}") for n in range(args.judge_workers)]
+        # The planner (and reconciler) apart, so that its CPU is its own.
+        control = harness.start_worker(env, "control", "solo", 1, "control")
+        workers = [metrics, *judges, control]
         try:
             time.sleep(3)  # let the workers finish importing before the clock starts
             empty_mb = harness.database_size_mb(env)
@@ -62,9 +67,9 @@ def main() -> None:
                 env,
                 {
                     "API": api.pid,
-                    "planner (control worker)": workers[2].pid,
-                    "metrics worker": workers[0].pid,
-                    "judge worker": workers[1].pid,
+                    "planner (control worker)": control.pid,
+                    "metrics worker": metrics.pid,
+                    **{f"judge worker {n + 1}" if len(judges) > 1 else "judge worker": judge.pid for n, judge in enumerate(judges)},
                     "fake judge (not Assay)": fake.pid,
                 },
             ).start()
@@ -78,15 +83,17 @@ def main() -> None:
             total_s = upload_s + run_s
             p = view["progress"]
             print(f"items                 {args.items}")
-            print(f"fake judge latency    {args.latency * 1000:.0f} ms, judge calls in flight {args.judge_concurrency}")
+            print(f"fake judge latency    {args.latency * 1000:.0f} ms, judge workers {args.judge_workers} x "
+                  f"{args.judge_concurrency} calls in flight")
             print(f"upload                {upload_s:.2f} s")
             print(f"upload → all scored   {total_s:.2f} s  ({args.items / total_s:.1f} items/s)")
             print(f"completed / errored   {p['completed']} / {p['errored']}")
-            print(f"CPU metrics worker    {cpu[workers[0].pid]:.1f} s ({1000 * cpu[workers[0].pid] / args.items:.2f} ms/item)")
-            print(f"CPU judge worker      {cpu[workers[1].pid]:.1f} s ({1000 * cpu[workers[1].pid] / args.items:.2f} ms/item)")
+            judge_cpu = sum(cpu[judge.pid] for judge in judges)
+            print(f"CPU metrics worker    {cpu[metrics.pid]:.1f} s ({1000 * cpu[metrics.pid] / args.items:.2f} ms/item)")
+            print(f"CPU judge worker(s)   {judge_cpu:.1f} s ({1000 * judge_cpu / args.items:.2f} ms/item)")
             print(system.table(args.items, total_s))
             print(f"peak RSS api/metrics/judge  {harness.peak_rss_mb(api.pid):.0f} / "
-                  f"{harness.peak_rss_mb(workers[0].pid):.0f} / {harness.peak_rss_mb(workers[1].pid):.0f} MiB")
+                  f"{harness.peak_rss_mb(metrics.pid):.0f} / {max(harness.peak_rss_mb(j.pid) for j in judges):.0f} MiB")
             print(f"peak Redis (run keys) {redis_peak.peak:.1f} MiB")
             print(f"Postgres database     {db_mb:.1f} MiB ({1024 * db_mb / args.items:.2f} KiB/item); without the empty "
                   f"migrated database ({empty_mb:.1f} MiB) {db_mb - empty_mb:.1f} MiB ({1024 * (db_mb - empty_mb) / args.items:.2f} KiB/item)")
