@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_shutdown
 
+from assay.per_process import PerProcess
 from assay.scoring.scorer import JudgeRuntime
 from assay.scoring.store.db import reserve_connections, reset_engine
 from assay.scoring.suites import load_model_catalog
 from assay.settings import get_settings
 
-_lock = threading.Lock()
-_runtime: JudgeRuntime | None = None
-_pid: int | None = None
-_slots: CallSlots | None = None
-_slots_pid: int | None = None
-_batch_client: Any = None
-_batch_client_pid: int | None = None
-
 
 def judge_runtime() -> JudgeRuntime:
-    global _runtime, _pid
-    with _lock:
-        if _runtime is None or _pid != os.getpid():
-            _runtime = _build()
-            _pid = os.getpid()
-        return _runtime
+    """The process's judge runtime (client, breaker, governor, catalog), made after fork."""
+    return _runtime.get()
 
 
 class CallSlots:
@@ -58,26 +46,22 @@ class CallSlots:
 
 def call_slots() -> CallSlots:
     """The process's judge call slots, made after fork."""
-    global _slots, _slots_pid
-    with _lock:
-        if _slots is None or _slots_pid != os.getpid():
-            _slots = CallSlots(get_settings().judge_concurrency)
-            _slots_pid = os.getpid()
-        return _slots
+    return _slots.get()
 
 
 def batch_client() -> Any:
     """The batch lane's synchronous SDK client (``anthropic.Anthropic``), made after fork; None without a key."""
-    global _batch_client, _batch_client_pid
-    with _lock:
-        if _batch_client_pid != os.getpid():
-            settings = get_settings()
-            key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-            from assay.scoring.judge.service import make_batch_client
+    return _batch_client.get()
 
-            _batch_client = make_batch_client(key, settings.anthropic_base_url, timeout=120.0) if key else None
-            _batch_client_pid = os.getpid()
-        return _batch_client
+
+def _build_batch_client() -> Any:
+    settings = get_settings()
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    if not key:
+        return None
+    from assay.scoring.judge.service import make_batch_client
+
+    return make_batch_client(key, settings.anthropic_base_url, timeout=120.0)
 
 
 def _build() -> JudgeRuntime:
@@ -100,6 +84,11 @@ def _build() -> JudgeRuntime:
     )
 
 
+_runtime = PerProcess(_build)
+_slots = PerProcess(lambda: CallSlots(get_settings().judge_concurrency))
+_batch_client = PerProcess(_build_batch_client)
+
+
 @worker_init.connect
 def _size_db_pool(sender: object = None, **_: object) -> None:
     # A threads pool runs `concurrency` tasks in this one process, each needing a connection at times.
@@ -114,9 +103,6 @@ def _after_fork(**_: object) -> None:
     from assay.scoring.sandbox import reset_after_fork
 
     reset_after_fork()
-    global _runtime
-    with _lock:
-        _runtime = None
 
 
 @worker_process_shutdown.connect

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import os
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from assay.per_process import PerProcess
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -58,17 +59,9 @@ class JudgeLoop:
         return self.submit(coro).result()
 
 
-_lock = threading.Lock()
-_judge_loop: JudgeLoop | None = None
-_pid: int | None = None
+_judge_loop = PerProcess(JudgeLoop)
 
 
 def judge_loop() -> JudgeLoop:
-    """This process's judge loop, started on first use; a forked child starts its own (a parent's
-    thread does not survive the fork)."""
-    global _judge_loop, _pid
-    with _lock:
-        if _judge_loop is None or _pid != os.getpid():
-            _judge_loop = JudgeLoop()
-            _pid = os.getpid()
-        return _judge_loop
+    """This process's judge loop, started on first use (a forked child starts its own)."""
+    return _judge_loop.get()
