@@ -18,7 +18,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-
 from assay import observability
 from assay.scoring import pipeline
 from assay.scoring.metrics.registry import ComponentResult
