@@ -281,8 +281,10 @@ class Executor:
         try:
             outcome, exited = self._collect(pid, read_fd, started, limits)
         finally:
-            self._running = None
             os.close(read_fd)
+        # Not in the finally: when the parent-death signal interrupts the run (SystemExit), the child
+        # must stay known, so that stop_children kills it before the work folder is removed.
+        self._running = None
         if exited:
             shutil.rmtree(run_dir, ignore_errors=True)
         else:

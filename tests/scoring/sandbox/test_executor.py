@@ -18,6 +18,7 @@ import pytest
 from assay.scoring.sandbox import SandboxClient, SandboxUnavailable, sandbox_client, set_sandbox_client
 from assay.scoring.sandbox.client import reset_after_fork
 from assay.scoring.sandbox.encode import OutputTooLarge, UnsupportedResult, encode_result
+from assay.scoring.sandbox.protocol import encode_frame
 from assay.scoring.sandbox.seccomp import build_program
 from tests.scoring.sandbox.conftest import TIGHT
 
@@ -209,31 +210,27 @@ def test_the_executor_stops_its_running_child_before_removing_its_work_folder(tm
     # The parent-death signal (SIGTERM) can come mid-run, and once per thread of a dying worker: a
     # second one must not cut the clean-up short, nor may a child still writing into its run folder.
     client = SandboxClient(limits=TIGHT, workdir_parent=str(tmp_path))
-    busy = "import os\nn = 0\nwhile True:\n    open(f'f{n % 500}', 'w').close()\n    n += 1\n"
+    # New nested folders all the time: a child left alive outruns the removal of its run folder.
+    busy = "import os\nn = 0\nwhile True:\n    os.makedirs(f'd{n}/e/f')\n    n += 1\n"
     try:
         client.hello()
-        pid = client.pid
-        runner = threading.Thread(target=lambda: _ignore_errors(client.run, busy), daemon=True)
-        runner.start()
+        proc = client._proc
+        assert proc is not None and proc.stdin is not None
+        # Straight to the executor's pipe, not through client.run: a failed run makes the client
+        # remove the work folder itself, which would hide what the executor left.
+        proc.stdin.write(encode_frame({"op": "run", "code": busy}))
+        proc.stdin.flush()
         deadline = time.monotonic() + 20
         while not any(run.is_dir() and any(run.iterdir()) for run in tmp_path.glob("assay-sandbox-*/runs/*")):
             assert time.monotonic() < deadline, "the child never started writing"
             time.sleep(0.01)
         for _ in range(200):
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 break
-        client._proc.wait(timeout=20)  # type: ignore[union-attr]
-        # Once the executor is gone, so is everything it held (the client has not cleaned up yet).
+        proc.wait(timeout=20)
+        # Once the executor is gone, so is everything it held.
         assert list(tmp_path.iterdir()) == [], sorted(str(p) for p in tmp_path.rglob("*"))[:20]
-        runner.join(timeout=20)
     finally:
         client.close()
-
-
-def _ignore_errors(call, *args):  # type: ignore[no-untyped-def]
-    try:
-        call(*args)
-    except Exception:  # noqa: BLE001 - the executor is killed under it on purpose
-        pass
