@@ -211,6 +211,26 @@ class Stalled(Exception):
     """The batch made no progress for ``stall_seconds`` while its tasks kept raising errors."""
 
 
+class StallWatch:
+    """Whether a run has stalled: nothing finished for ``seconds`` while tasks raised errors meanwhile.
+
+    The clock starts with the run, not at the first poll: a task can fail before the first poll sees
+    the batch, and an error then must count (else the run waits for an error that never comes again)."""
+
+    def __init__(self, seconds: float, started_at: float) -> None:
+        self.seconds = seconds
+        self._done: int | None = None
+        self._progressed_at = started_at
+
+    def idle_seconds(self, done: int, now: float, last_error_at: float) -> float | None:
+        """How long nothing has finished, if that is a stall by now; else None."""
+        if self._done is not None and done != self._done:
+            self._progressed_at = now
+        self._done = done
+        idle = now - self._progressed_at
+        return idle if idle > self.seconds and last_error_at > self._progressed_at else None
+
+
 class _TaskProblems:
     """Errors the in-process worker's tasks raised (Celery retries and failures), each told once.
 
@@ -329,10 +349,10 @@ def _drive(
     from assay.scoring.views import batch_view, live_lines
     from assay.workers.tasks import plan_batch, reconcile
 
+    stall = StallWatch(stall_seconds, time.monotonic())
     plan_batch.apply_async(args=(str(batch_id),))
     last_reconcile = time.monotonic()
     seen_until = None
-    done, progressed_at = -1, time.monotonic()
     while True:
         with transaction() as session:
             batch = svc.get_batch(session, batch_id)
@@ -355,14 +375,9 @@ def _drive(
         on_progress(view)
         if view["status"] not in ("planning", "running"):
             return view
-        now = time.monotonic()
-        if view["progress"]["done"] != done:
-            done, progressed_at = view["progress"]["done"], now
-        elif now - progressed_at > stall_seconds and problems.at > progressed_at:
-            raise Stalled(
-                f"nothing finished for {now - progressed_at:.0f} s while tasks kept failing; last error: "
-                f"{problems.last}"
-            )
+        idle = stall.idle_seconds(view["progress"]["done"], time.monotonic(), problems.at)
+        if idle is not None:
+            raise Stalled(f"nothing finished for {idle:.0f} s while tasks kept failing; last error: {problems.last}")
         if time.monotonic() - last_reconcile > reconcile_every:
             reconcile.apply_async()  # no beat in embedded mode: the loop stands in for it
             last_reconcile = time.monotonic()
