@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import statistics
 import time
 from pathlib import Path
