@@ -33,6 +33,7 @@ from assay.scoring.judge.loop import judge_loop
 from assay.scoring.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
+from assay.scoring.suites import load_model_catalog
 from assay.settings import get_settings
 from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
@@ -400,8 +401,8 @@ def provider_batches(self) -> dict[str, int]:
     client = batch_client()
     if client is None:
         return {"skipped": 1}  # no key: batch-lane components wait (the realtime lane would skip them)
-    catalog = judge_runtime().catalog
     settings = get_settings()
+    catalog = load_model_catalog(settings.config_dir)
     limits = batch_lane.Limits(settings.provider_batch_max_requests, settings.provider_batch_max_bytes)
     report = {"sent": 0, "requests": 0, "landed_batches": 0, "to_realtime": 0}
     with rescore.run_lock("assay:provider_batches") as acquired:
