@@ -246,11 +246,11 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 
 def _write_embedded_results(batch_id: Any, target: Path) -> int:
-    from assay.scoring import batches as svc
-    from assay.scoring.criteria import load_criteria
-    from assay.scoring.store.db import new_session
+    from assay.scoring.intake import batches as svc
     from assay.scoring.kinds import get_kind
-    from assay.scoring.views import live_lines, score_view
+    from assay.scoring.reports.views import live_lines, score_view
+    from assay.scoring.store.db import new_session
+    from assay.scoring.suites.criteria import load_criteria
 
     session = new_session()
     count = 0
@@ -819,9 +819,9 @@ def suite_validate(
     the judge model through ASSAY_CONFIG_DIR's models.yaml. Says too whether the suite could be
     registered through the API as it is (`assay suite push`).
     """
-    from assay.scoring.api_suites import parse_body
-    from assay.scoring.criteria import load_suite_file
     from assay.scoring.errors import CriteriaError
+    from assay.scoring.suites.api_suites import parse_body
+    from assay.scoring.suites.criteria import load_suite_file
     from assay.settings import get_settings
 
     config_dir = get_settings().config_dir

@@ -87,9 +87,9 @@ def _load(url: str, n: int) -> tuple[str, str]:
 
 def _child(a: str, b: str) -> None:
     """Run in a fresh process: compare_batches, then the CSV export; print one JSON line."""
-    from assay.scoring import compare
-    from assay.scoring.csv_writer import csv_chunks
+    from assay.scoring.reports.csv_writer import csv_chunks
     from assay.scoring.store.db import new_session, transaction
+    from assay.scoring.trust import compare
 
     batch_a, batch_b = uuid.UUID(a), uuid.UUID(b)
     bootstrap = compare.stats.paired_bootstrap

@@ -12,7 +12,7 @@ prompt cache (the fake is reset in between):
 
 1. realtime lane: one ``run_judge`` call per item, the JudgeRequest built as the judge worker builds
    it (``assay.scoring.scorer._judge``), with an in-process breaker and governor;
-2. batch lane: the same requests as one Message Batch (params as ``assay.scoring.batch_lane.prepare``
+2. batch lane: the same requests as one Message Batch (params as ``assay.scoring.rescoring.batch_lane.prepare``
    builds them), polled until it ends, its results read and priced as ``batch_lane.apply_results``
    does (``cost_usd(usage) * batch_discount``).
 
@@ -55,7 +55,7 @@ from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import cache_read_ratio
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
 from assay.scoring.scorer import judge_inputs_for, render_judge_prompt
-from assay.scoring.suites import (
+from assay.scoring.suites.loader import (
     ModelCatalog,
     ModelPrice,
     Suite,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from assay.scoring.datasets import Table
+from assay.scoring.intake.datasets import Table
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import offline
 from assay.scoring.kql.parser import _parse_cached

@@ -17,7 +17,7 @@ import argparse
 import statistics
 import time
 
-from assay.scoring.datasets import Table
+from assay.scoring.intake.datasets import Table
 from assay.scoring.sandbox import DatasetRef, SandboxClient
 
 

@@ -62,7 +62,7 @@ def _cases() -> list[dict[str, Any]]:
 
 def _tables(seed: int | None) -> dict[str, dict[str, Any]]:
     """Each dataset's tables; with ``seed``, every table's rows shuffled (the header kept)."""
-    from assay.scoring.datasets import make_table
+    from assay.scoring.intake.datasets import make_table
 
     out: dict[str, dict[str, Any]] = {}
     for name, folder in DATASETS.items():
@@ -87,7 +87,7 @@ def score_cases(
     from assay.scoring.kinds.kql import KIND
     from assay.scoring.metrics.registry import MetricContext, build_metric
     from assay.scoring.pipeline import component_pass_blockers
-    from assay.scoring.suites import load_suite
+    from assay.scoring.suites.loader import load_suite
 
     if loader is None:
         tables = _tables(seed)

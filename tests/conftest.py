@@ -82,8 +82,8 @@ def clean_db(database: str) -> Iterator[None]:
     """Empty every table and register the shipped suites again."""
     from sqlalchemy import text
 
-    from assay.scoring.criteria import register_all_suites
     from assay.scoring.store.db import transaction
+    from assay.scoring.suites.criteria import register_all_suites
     from assay.settings import get_settings
 
     with transaction() as session:

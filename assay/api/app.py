@@ -13,14 +13,27 @@ from assay.api.body_limit import install_body_limits
 from assay.api.dashboard import install as install_dashboard
 from assay.api.docs import install as install_docs
 from assay.api.errors import install_error_handlers
-from assay.api.routes import batches, datasets, health, items, judge, metrics, reports, rescore, score_query, sessions
-from assay.api.routes import criteria, review, suites
+from assay.api.routes import (
+    batches,
+    criteria,
+    datasets,
+    health,
+    items,
+    judge,
+    metrics,
+    reports,
+    rescore,
+    review,
+    score_query,
+    sessions,
+    suites,
+)
 from assay.api.routes import calibration as calibration_routes
 from assay.api.routes import compare as compare_routes
 from assay.api.routes import labels as label_routes
 from assay.api.security import install_security
-from assay.scoring.criteria import register_all_suites
 from assay.scoring.store.db import transaction
+from assay.scoring.suites.criteria import register_all_suites
 from assay.settings import get_settings
 
 log = logging.getLogger(__name__)

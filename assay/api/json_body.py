@@ -1,11 +1,11 @@
-"""Every JSON request body the API reads goes through :mod:`assay.scoring.strict_json`.
+"""Every JSON request body the API reads goes through :mod:`assay.scoring.intake.strict_json`.
 
 FastAPI parses a JSON body with Python's ``json.loads``, which takes ``NaN`` and ``Infinity`` (and a
 float past the range, as infinity): the value would then be stored as null, or refused somewhere
 deep. :class:`StrictJsonRoute` parses the body first with the API's one JSON reader; a body it
 refuses is a 422 naming the reason, and FastAPI validates the value it produced. Every router of the
 API is created with ``route_class=StrictJsonRoute`` (a test walks the app's routes to keep it so).
-Batch uploads stream their body through the same reader line by line (``assay.scoring.ingest``).
+Batch uploads stream their body through the same reader line by line (``assay.scoring.intake.ingest``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from assay.scoring import strict_json
 from assay.scoring.errors import InvalidInput
+from assay.scoring.intake import strict_json
 
 
 def is_json(content_type: str | None) -> bool:

@@ -23,13 +23,25 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 from sqlalchemy import (
-    Float, Integer, String, Text, and_, bindparam, case, exists, func, literal_column, or_, select, true, tuple_, update,
+    Float,
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+    tuple_,
+    update,
 )
 from sqlalchemy.orm import Session
 
 from assay import observability
-from assay.scoring import review
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import AssayError
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import PASS_BLOCKER, ComponentResult
@@ -45,7 +57,9 @@ from assay.scoring.store.models import (
     ScoreComponent,
     utcnow,
 )
-from assay.scoring.suites import Criteria
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.suites.loader import Criteria
+from assay.scoring.trust import review
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +184,7 @@ def create_components(
     """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish.
 
     On the batch lane, judge components are not published: they wait, deferred far beyond any
-    realtime retry, for the provider-batch submitter (``assay.scoring.batch_lane``).
+    realtime retry, for the provider-batch submitter (``assay.scoring.rescoring.batch_lane``).
 
     ``carry_over`` (re-scores): a component whose fingerprint equals that of the same component in
     the item's latest finished score of the suite, where it landed ok (or skipped, for a metric),
@@ -934,7 +948,7 @@ def _complete_batch_if_done(session: Session, batch: Batch) -> None:
         batch.finished_at = utcnow()
         batch.summary = {**(batch.summary or {}), **batch_summary(session, batch.id)}
         if "calibration" in batch.summary:
-            from assay.scoring.calibration import finish_run
+            from assay.scoring.trust.calibration import finish_run
 
             finish_run(session, batch)  # the judge's noise estimates, in the same transaction
 

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import AssayError
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.metrics.registry import (
@@ -26,7 +25,8 @@ from assay.scoring.metrics.registry import (
 )
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.store.models import Item, Score, SuiteRecord
-from assay.scoring.suites import Criteria, JudgeOptions, ModelCatalog, ResolvedJudge
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.suites.loader import Criteria, JudgeOptions, ModelCatalog, ResolvedJudge
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def work_from_row(
 
 
 def _load_dataset(content_hash: str) -> dict[str, Any]:
-    from assay.scoring.datasets import load_tables
+    from assay.scoring.intake.datasets import load_tables
     from assay.scoring.store.db import transaction
 
     with transaction() as session:

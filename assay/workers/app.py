@@ -7,7 +7,8 @@ from typing import Any, Callable
 
 from celery import Celery
 from celery.signals import beat_init
-from kombu import Exchange, Queue as KombuQueue
+from kombu import Exchange
+from kombu import Queue as KombuQueue
 
 from assay.settings import get_settings
 
@@ -71,8 +72,8 @@ app = make_celery()
 @beat_init.connect
 def _register_suites_at_beat_start(**_: Any) -> None:
     # Beat, like the API, registers each suite's current criteria when it starts.
-    from assay.scoring.criteria import register_all_suites
     from assay.scoring.store.db import transaction
+    from assay.scoring.suites.criteria import register_all_suites
 
     with transaction() as session:
         register_all_suites(session, get_settings().config_dir)

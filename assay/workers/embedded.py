@@ -152,7 +152,7 @@ def in_process_worker(concurrency: int, log_file: Path | None = None) -> Iterato
 
 def register_datasets(datasets: dict[str, Path]) -> dict[str, str]:
     """Register local table files (a file or a folder of .csv/.parquet/.json) by name; name -> hash."""
-    from assay.scoring.datasets import register, tables_from_path
+    from assay.scoring.intake.datasets import register, tables_from_path
     from assay.scoring.store.db import transaction
     from assay.settings import get_settings
 
@@ -170,10 +170,10 @@ def ingest_file(path: Path, suite: str | Path, created_by: str) -> uuid.UUID:
 
     ``suite`` is an installed suite's name, or the path of a suite file that is not installed: that
     one is registered after the installed ones and scores the batch."""
-    from assay.scoring.criteria import current_suite, register_all_suites, register_suite_file
-    from assay.scoring.ingest import BatchWriter, IngestLimits
+    from assay.scoring.intake.ingest import BatchWriter, IngestLimits
     from assay.scoring.kinds import get_kind
     from assay.scoring.store.db import transaction
+    from assay.scoring.suites.criteria import current_suite, register_all_suites, register_suite_file
     from assay.settings import get_settings
 
     settings = get_settings()
@@ -342,11 +342,11 @@ def _drive(
     reconcile_every: float,
     stall_seconds: float,
 ) -> dict[str, Any]:
-    from assay.scoring import batches as svc
-    from assay.scoring.criteria import load_criteria
+    from assay.scoring.intake import batches as svc
     from assay.scoring.kinds import get_kind
+    from assay.scoring.reports.views import batch_view, live_lines
     from assay.scoring.store.db import transaction
-    from assay.scoring.views import batch_view, live_lines
+    from assay.scoring.suites.criteria import load_criteria
     from assay.workers.tasks import plan_batch, reconcile
 
     stall = StallWatch(stall_seconds, time.monotonic())

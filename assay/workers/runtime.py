@@ -10,7 +10,7 @@ from celery.signals import worker_init, worker_process_init, worker_process_shut
 from assay.per_process import PerProcess
 from assay.scoring.scorer import JudgeRuntime
 from assay.scoring.store.db import reserve_connections, reset_engine
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 
 

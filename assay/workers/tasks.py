@@ -21,19 +21,21 @@ from sqlalchemy.exc import OperationalError
 from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from assay import observability
-from assay.scoring import pipeline, rescore
-from assay.scoring.criteria import register_all_suites
+from assay.scoring import pipeline
+
 # Imported with this module, in the worker's main thread before any task runs: two pool threads
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 from assay.scoring.judge.group import GroupGate
+from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
-from assay.scoring.judge.loop import judge_loop
+from assay.scoring.rescoring import rescore
 from assay.scoring.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.criteria import register_all_suites
+from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
@@ -396,7 +398,7 @@ def rescore_stale(self) -> dict[str, Any]:
 def provider_batches(self) -> dict[str, int]:
     """The judge's batch lane, on beat's clock: send waiting batch-lane requests as provider batches,
     poll the ones in flight, and land the results of those that ended (see scoring.batch_lane)."""
-    from assay.scoring import batch_lane
+    from assay.scoring.rescoring import batch_lane
 
     client = batch_client()
     if client is None:
@@ -456,7 +458,7 @@ def provider_batches(self) -> dict[str, int]:
 
 
 def _apply_results(row_id: uuid.UUID, results: list[Any], catalog: Any) -> int:
-    from assay.scoring import batch_lane
+    from assay.scoring.rescoring import batch_lane
 
     with transaction() as session:
         to_realtime = batch_lane.apply_results(session, row_id, results, catalog)

@@ -7,8 +7,8 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from assay.scoring import compare
 from assay.scoring.store.db import transaction
+from assay.scoring.trust import compare
 from tests.scoring.test_compare import H, add_noise, seed
 
 URL = "/api/v1/compare"

@@ -9,10 +9,10 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from assay.scoring.criteria import register_suite
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Item, Score
-from assay.scoring.suites import parse_suite
+from assay.scoring.suites.criteria import register_suite
+from assay.scoring.suites.loader import parse_suite
 from assay.settings import get_settings
 
 MAPPED_SUITE = """

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from openpyxl import load_workbook
 
-from assay.scoring.review import HUMAN_COLUMNS
+from assay.scoring.trust.review import HUMAN_COLUMNS
 from tests.conftest import API_KEY, REPO
 from tests.dashboard.support import judge_runtime, make_app, score_in_process
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -24,7 +24,7 @@ DESIGN_000 = [
 ]
 KQL_COLUMNS = DESIGN_000 + ["Prompt", "Generated Query", "Expected Query", "Execution Error", "Pass Blocker",
                             "Position", "External ID", "Item ID", "Score ID",
-                            # the human verdict beside the machine one (assay.scoring.review)
+                            # the human verdict beside the machine one (assay.scoring.trust.review)
                             "human_reviewer", "human_passed", "human_score", "human_comment", "human_reviewed_at",
                             "human_labels", "human_majority"]
 HOSTILE_PROMPT = '=HYPERLINK("http://127.0.0.1/x","click")'

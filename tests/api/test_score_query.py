@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from sqlalchemy import select
 
-from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.kql import offline
 from assay.scoring.kql.execute import execute_kql
 from assay.scoring.pipeline import claim, land
 from assay.scoring.scorer import compute, load_work
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, Item, Score, ScoreComponent
+from assay.scoring.suites.criteria import current_suite, load_criteria
 from tests.conftest import API_KEY, wait_for
 from tests.scoring.kql.test_design_scenarios import NOW as TRACES_NOW
 from tests.scoring.kql.test_design_scenarios import TABLES as TRACES_TABLES

@@ -16,9 +16,9 @@ import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy import func, select
 
+from assay.scoring.intake.strict_json import NON_FINITE_REASON
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Dataset, Item, Score
-from assay.scoring.strict_json import NON_FINITE_REASON
 from tests.conftest import API_KEY, REPO
 
 GOOD = {
@@ -165,9 +165,9 @@ def test_a_json_body_the_reader_refuses_is_a_422_naming_the_reason(api_client):
 
 
 def writer_for(session, *, max_item_bytes: int = 1 << 20, partial: bool = False):
-    from assay.scoring.criteria import current_suite
-    from assay.scoring.ingest import BatchWriter, IngestLimits
+    from assay.scoring.intake.ingest import BatchWriter, IngestLimits
     from assay.scoring.kinds import get_kind
+    from assay.scoring.suites.criteria import current_suite
 
     record = current_suite(session, "kql")
     limits = IngestLimits(max_items=10**7, max_item_bytes=max_item_bytes, max_body_bytes=1 << 40, max_reported_bad_lines=100)
@@ -177,7 +177,7 @@ def writer_for(session, *, max_item_bytes: int = 1 << 20, partial: bool = False)
 
 
 def test_a_bad_item_in_a_json_array_is_named_before_the_body_has_been_read_whole(clean_db):
-    from assay.scoring.ingest import BadLine
+    from assay.scoring.intake.ingest import BadLine
 
     with transaction() as session:
         writer = writer_for(session)
@@ -210,7 +210,7 @@ def array_chunks(items: int, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
 
 
 def test_a_json_array_is_split_in_bounded_memory():
-    from assay.scoring.ingest import LineSplitter
+    from assay.scoring.intake.ingest import LineSplitter
 
     splitter = LineSplitter(max_line_bytes=1 << 20, max_body_bytes=1 << 40)
     tracemalloc.start()
@@ -229,7 +229,7 @@ def test_a_json_array_is_split_in_bounded_memory():
 
 
 def test_an_oversize_item_in_a_json_array_streams_past_in_bounded_memory():
-    from assay.scoring.ingest import BadLine, LineSplitter
+    from assay.scoring.intake.ingest import BadLine, LineSplitter
 
     splitter = LineSplitter(max_line_bytes=2000, max_body_bytes=1 << 40)
     tracemalloc.start()
@@ -250,7 +250,7 @@ def test_an_oversize_item_in_a_json_array_streams_past_in_bounded_memory():
 def test_a_json_array_split_at_any_chunk_boundary_gives_the_items_json_gives(chunk):
     import random
 
-    from assay.scoring.ingest import LineSplitter
+    from assay.scoring.intake.ingest import LineSplitter
 
     rnd = random.Random(chunk)
     texts = ['a"b', "c\\", '\\"', "]}[{,", "", "\u00e9\u2028", "\\u0041"]
@@ -483,8 +483,8 @@ def test_duplicate_ids_are_refused_on_the_embedded_store_too(tmp_path):
 def test_partial_duplicates_on_sqlite_keep_the_first_of_each_id(tmp_path):
     from sqlalchemy.orm import Session
 
-    from assay.scoring.criteria import register_all_suites
     from assay.scoring.store.db import make_engine, migrate
+    from assay.scoring.suites.criteria import register_all_suites
     from assay.settings import get_settings
 
     url = f"sqlite:///{tmp_path / 'e.db'}"

@@ -373,14 +373,14 @@ def data_dir(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def broken_suite(tmp_path, monkeypatch) -> str:
     """A suite file that does not parse, registered (and refused) from a config directory of its own."""
-    from assay.scoring.criteria import register_all_suites
+    from assay.scoring.suites.criteria import register_all_suites
     from assay.settings import get_settings
 
     config = tmp_path / "config"
     shutil.copytree(REPO / "config", config)
     (config / "suites" / "broken.yaml").write_text("name: broken\nkind: [kql\n")
     monkeypatch.setattr(get_settings(), "config_dir", config)
-    monkeypatch.setattr("assay.scoring.criteria.invalid_suites", {})
+    monkeypatch.setattr("assay.scoring.suites.criteria.invalid_suites", {})
     with transaction() as session:
         register_all_suites(session, config)
     return "broken"
@@ -504,7 +504,7 @@ def test_a_link_to_a_file_inside_the_data_directory_is_read(proxy_client, data_d
 
 
 def test_data_directory_files_over_the_dataset_limit_are_refused_before_reading(proxy_client, data_dir, monkeypatch):
-    from assay.scoring import datasets
+    from assay.scoring.intake import datasets
     from assay.settings import get_settings
 
     monkeypatch.setattr(get_settings(), "max_dataset_bytes", 100)

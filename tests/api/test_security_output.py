@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from assay.scoring.csv_writer import csv_chunks, safe_cell
+from assay.scoring.reports.csv_writer import csv_chunks, safe_cell
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, CriteriaDefinition, Score
 from tests.conftest import API_KEY, REPO

@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy import select
 
 from assay.scoring import pipeline
-from assay.scoring.criteria import register_suite
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Item, Score
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.criteria import register_suite
+from assay.scoring.suites.loader import load_suite
 from tests.conftest import API_KEY, REPO
 from tests.fakes.history_server import FakeHistory
 from tests.scoring.sessions.helpers import (

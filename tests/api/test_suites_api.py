@@ -174,7 +174,7 @@ def test_a_file_suite_s_name_is_409_and_nothing_changes(api_client):
 
 
 def test_a_suite_file_that_appears_later_takes_the_name_and_the_api_suite_is_shadowed(api_client, tmp_path, caplog):
-    from assay.scoring.criteria import register_all_suites
+    from assay.scoring.suites.criteria import register_all_suites
 
     name = unique()
     post(api_client, suite_dict(name))
@@ -195,7 +195,7 @@ def test_a_suite_file_that_appears_later_takes_the_name_and_the_api_suite_is_sha
 
 
 def test_the_loader_never_touches_an_api_suite(api_client):
-    from assay.scoring.criteria import register_all_suites
+    from assay.scoring.suites.criteria import register_all_suites
     from assay.settings import get_settings
 
     name = unique()
@@ -351,7 +351,7 @@ def test_unknown_suites_are_404(api_client):
 
 
 def test_a_new_version_makes_old_scores_stale_for_the_nightly_run(api_client, no_planner):
-    from assay.scoring import rescore
+    from assay.scoring.rescoring import rescore
 
     name = unique()
     post(api_client, suite_dict(name))

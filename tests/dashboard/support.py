@@ -26,7 +26,7 @@ def judge_runtime(base_url: str) -> Any:
     from assay.scoring.judge.service import make_client
     from assay.scoring.judge.wiring import build_breaker, build_governor
     from assay.scoring.scorer import JudgeRuntime
-    from assay.scoring.suites import load_model_catalog
+    from assay.scoring.suites.loader import load_model_catalog
     from assay.settings import get_settings
 
     settings = get_settings()

@@ -10,9 +10,9 @@ from html import unescape
 import pytest
 from fastapi.testclient import TestClient
 
-from assay.scoring import compare
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, SuiteRecord
+from assay.scoring.trust import compare
 from tests.conftest import API_KEY
 from tests.dashboard.support import make_app
 from tests.scoring.test_compare import H, add_noise, seed

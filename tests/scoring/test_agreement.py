@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.scoring.agreement import Confusion, spearman
+from assay.scoring.trust.agreement import Confusion, spearman
 
 
 def test_kappa_on_the_textbook_case():

@@ -7,11 +7,11 @@ import uuid
 
 from sqlalchemy import func, select, update
 
-from assay.scoring import batch_lane
 from assay.scoring.pipeline import BATCH_LANE_WAITING
+from assay.scoring.rescoring import batch_lane
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, ProviderBatch, ScoreComponent
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 from tests.scoring.test_pipeline import make_batch, plan_all
 

@@ -13,13 +13,15 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from assay.scoring import batches, calibration, pipeline
+from assay.scoring import pipeline
 from assay.scoring.errors import InvalidInput, NotFound
+from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.noise import TOTAL_COMPONENT, flip_share, latest_noise, noise_of_run, pooled_sigma
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, CalibrationRun, Score, ScoreComponent
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.loader import load_model_catalog
+from assay.scoring.trust import calibration
+from assay.scoring.trust.noise import TOTAL_COMPONENT, flip_share, latest_noise, noise_of_run, pooled_sigma
 from assay.settings import get_settings
 from tests.scoring.test_pipeline import make_batch
 from tests.scoring.test_rescore import complete_all

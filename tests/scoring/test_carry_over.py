@@ -10,12 +10,14 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from assay.scoring import batches, pipeline, rescore
-from assay.scoring.criteria import current_suite, load_criteria, register_suite
+from assay.scoring import pipeline
+from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.rescoring import rescore
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Score, ScoreComponent, utcnow
-from assay.scoring.suites import load_model_catalog, load_suite, parse_suite
+from assay.scoring.suites.criteria import current_suite, load_criteria, register_suite
+from assay.scoring.suites.loader import load_model_catalog, load_suite, parse_suite
 from assay.settings import get_settings
 from tests.conftest import API_KEY
 from tests.scoring.test_pipeline import make_batch, plan_all

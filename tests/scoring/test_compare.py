@@ -28,7 +28,6 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from assay.scoring import compare, stats
 from assay.scoring.errors import BadRequest, NotFound
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import (
@@ -41,6 +40,7 @@ from assay.scoring.store.models import (
     ScoreComponent,
     SuiteRecord,
 )
+from assay.scoring.trust import compare, stats
 
 H = hashlib.sha256(b"compare criteria").hexdigest()
 H2 = hashlib.sha256(b"compare criteria 2").hexdigest()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.loader import load_suite
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
 

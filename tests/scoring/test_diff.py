@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session
 
-from assay.scoring.diff import NoiseBeside, criteria_diff, iter_diff_items, resolve_pair
 from assay.scoring.errors import BadRequest, NotFound
+from assay.scoring.rescoring.diff import NoiseBeside, criteria_diff, iter_diff_items, resolve_pair
 from assay.scoring.store.db import make_engine
 from assay.scoring.store.models import Base, CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
 
@@ -227,7 +227,7 @@ def test_mistakes_are_domain_errors(tx: Tx, case: dict[str, uuid.UUID], suite, f
 
 
 def test_known_case_intervals_mcnemar_and_no_noise_floor(tx: Tx, case: dict[str, uuid.UUID]) -> None:
-    from assay.scoring import stats
+    from assay.scoring.trust import stats
 
     with tx() as session:
         s = criteria_diff(session, suite="s1", from_hash=OLD, to_hash=NEW).summary

@@ -1,7 +1,7 @@
 import pytest
 
-from assay.scoring.envsubst import substitute, substitute_tree
 from assay.scoring.errors import CriteriaError
+from assay.scoring.suites.envsubst import substitute, substitute_tree
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.scoring.criteria import load_suite_file
 from assay.scoring.judge.prompt import OUTPUT_SCHEMA, PLACEHOLDER
 from assay.scoring.judge.rubrics import fixed_text_after_first_placeholder
+from assay.scoring.suites.criteria import load_suite_file
 from tests.cli.test_run_embedded import embedded_env
 from tests.conftest import REPO
 

@@ -15,9 +15,16 @@ import pytest
 from openpyxl import load_workbook
 
 from assay.scoring.kinds import get_kind
-from assay.scoring.reports import ReportContext, csv_chunks, generic_columns, generic_row, json_chunks, write_xlsx
+from assay.scoring.reports.batch_reports import (
+    ReportContext,
+    csv_chunks,
+    generic_columns,
+    generic_row,
+    json_chunks,
+    write_xlsx,
+)
 from assay.scoring.store.models import Item, Score, ScoreComponent
-from assay.scoring.suites import parse_suite
+from assay.scoring.suites.loader import parse_suite
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = """

@@ -16,17 +16,19 @@ from sqlalchemy import func, literal, select
 
 from assay.api.dashboard import queries as dashboard
 from assay.observability import ITEMS_SCORED
-from assay.scoring import batches, pipeline, rescore
-from assay.scoring.criteria import current_suite, load_criteria, register_suite
-from assay.scoring.diff import criteria_diff
+from assay.scoring import pipeline
+from assay.scoring.intake import batches
 from assay.scoring.kinds.alert_session import AlertSessionItem
+from assay.scoring.rescoring import rescore
+from assay.scoring.rescoring.diff import criteria_diff
 from assay.scoring.sessions import analytics
 from assay.scoring.sessions import service as sessions
 from assay.scoring.sessions import store as session_store
 from assay.scoring.store.db import transaction
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Batch, CalibrationRun, Item, Score, ScoreComponent
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.criteria import current_suite, load_criteria, register_suite
+from assay.scoring.suites.loader import load_suite
 from assay.settings import get_settings
 from tests.scoring.sessions.helpers import make_session
 from tests.scoring.test_pipeline import PAYLOAD, land_all, plan_all

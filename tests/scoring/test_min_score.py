@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from assay.scoring.criteria import load_criteria, register_criteria
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Score
+from assay.scoring.suites.criteria import load_criteria, register_criteria
 from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 FLOORED = "results_match"

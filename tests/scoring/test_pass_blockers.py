@@ -57,7 +57,7 @@ def test_a_skipped_component_naming_a_blocker_keeps_the_item_from_passing(clean_
 def test_the_live_line_of_a_blocked_item_names_the_blocker_not_the_threshold(clean_db):
     """A kind without live lines of its own (pandas, alert sessions) shows the generic line: an item
     whose total reached the threshold but was blocked must not read "below the threshold"."""
-    from assay.scoring.views import live_line
+    from assay.scoring.reports.views import live_line
 
     batch_id, scores = make_batch(1)
     land_all(

@@ -7,11 +7,11 @@ import pytest
 from sqlalchemy import select, text, update
 
 from assay.scoring import pipeline
-from assay.scoring.criteria import current_suite
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Item, Score, ScoreComponent, utcnow
+from assay.scoring.suites.criteria import current_suite
 
 PAYLOAD = {
     "prompt": "p",
@@ -28,7 +28,7 @@ def make_batch(n: int = 2, payload: dict | None = None) -> tuple[uuid.UUID, list
         batch = Batch(suite_name="kql", criteria_hash=suite.current_criteria_hash, created_by="t", total_items=n)
         s.add(batch)
         s.flush()
-        from assay.scoring.criteria import load_criteria
+        from assay.scoring.suites.criteria import load_criteria
 
         ncomp = len(load_criteria(s, suite.current_criteria_hash).components)
         score_ids = []

@@ -8,13 +8,15 @@ import uuid
 import pytest
 from sqlalchemy import func, select, update
 
-from assay.scoring import batches, pipeline, rescore
-from assay.scoring.criteria import current_suite, register_suite
+from assay.scoring import pipeline
 from assay.scoring.errors import BadRequest, Conflict
+from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.rescoring import rescore
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Item, Score, SuiteRecord
-from assay.scoring.suites import load_model_catalog, load_suite
+from assay.scoring.suites.criteria import current_suite, register_suite
+from assay.scoring.suites.loader import load_model_catalog, load_suite
 from assay.settings import get_settings
 from tests.scoring.test_pipeline import make_batch, plan_all
 
@@ -260,7 +262,7 @@ def test_the_rescore_option_is_operational_not_criteria():
 
     raw = yaml.safe_load((CONFIG / "suites" / "kql.yaml").read_text())
     raw["rescore"] = {"lane": "batch", "budget_usd": 5, "nightly": False}
-    from assay.scoring.suites import parse_suite
+    from assay.scoring.suites.loader import parse_suite
 
     changed = parse_suite(yaml.safe_dump(raw), config_dir=CONFIG, env={})
     assert changed.criteria_hash == base.criteria_hash

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import delete, select, update
 
-from assay.scoring import review
 from assay.scoring.errors import Conflict, CriteriaError, InvalidInput, NotFound
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
@@ -22,7 +21,8 @@ from assay.scoring.store.models import (
     Score,
     SuiteRecord,
 )
-from assay.scoring.suites import ReviewRules, parse_suite
+from assay.scoring.suites.loader import ReviewRules, parse_suite
+from assay.scoring.trust import review
 from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"

@@ -1,4 +1,4 @@
-"""``assay.scoring.stats`` against known cases: McNemar's exact p-values worked by hand, bootstrap
+"""``assay.scoring.trust.stats`` against known cases: McNemar's exact p-values worked by hand, bootstrap
 intervals whose distribution can be enumerated, the noise-floor formulas with round numbers."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from assay.scoring import stats
+from assay.scoring.trust import stats
 
 
 @pytest.mark.parametrize(

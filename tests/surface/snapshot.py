@@ -59,7 +59,7 @@ def suite_files() -> dict[str, Path]:
 
 
 def criteria_hashes() -> dict[str, str]:
-    from assay.scoring.suites import parse_suite
+    from assay.scoring.suites.loader import parse_suite
 
     hashes = {}
     for name, path in suite_files().items():

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from assay.scoring.pipeline import BATCH_LANE_WAITING
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, ProviderBatch, Score, ScoreComponent
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 from tests.conftest import wait_for
 from tests.scoring.test_pipeline import make_batch

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from assay.scoring.criteria import register_suite
 from assay.scoring.store.db import transaction
-from assay.scoring.suites import parse_suite
+from assay.scoring.suites.criteria import register_suite
+from assay.scoring.suites.loader import parse_suite
 from assay.settings import get_settings
 from tests.workers.test_end_to_end import all_results, submit, wait_finished
 

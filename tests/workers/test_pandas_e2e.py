@@ -93,7 +93,7 @@ def test_pandas_batch_end_to_end(api_client, pandas_worker, tmp_path):
     assert csv_text.splitlines()[0].startswith("Total Score,Score Status,Correctness Score,Code Quality Score")
 
     # Design 002's files, from the stored scores.
-    from assay.scoring import batches as svc
+    from assay.scoring.intake import batches as svc
     from assay.scoring.pandas.report import write_metrics_files
     from assay.scoring.store.db import new_session
 

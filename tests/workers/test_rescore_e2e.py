@@ -12,11 +12,11 @@ import uuid
 
 from sqlalchemy import func, select
 
-from assay.scoring import rescore
-from assay.scoring.criteria import register_suite
+from assay.scoring.rescoring import rescore
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Score, SuiteRecord
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.criteria import register_suite
+from assay.scoring.suites.loader import load_suite
 from assay.settings import get_settings
 from tests.conftest import wait_for, worker_env
 from tests.workers.test_end_to_end import EXAMPLES, submit, wait_finished

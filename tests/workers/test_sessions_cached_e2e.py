@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO, wait_for
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.scoring.sessions.helpers import example_sessions

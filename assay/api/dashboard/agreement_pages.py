@@ -12,10 +12,10 @@ from sqlalchemy import func, select
 
 from assay.api.dashboard.routes import Viewer, render, viewer
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import agreement
 from assay.scoring.errors import NotFound
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Label, SuiteRecord
+from assay.scoring.trust import agreement
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
 LISTED = 50

@@ -15,11 +15,11 @@ from fastapi.responses import HTMLResponse
 from assay.api.dashboard.routes import Viewer, render, viewer
 from assay.api.json_body import StrictJsonRoute
 from assay.api.routes.compare import comparison_out
-from assay.scoring import batches as batch_svc
-from assay.scoring import compare as svc
 from assay.scoring.errors import NotFound
+from assay.scoring.intake import batches as batch_svc
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch
+from assay.scoring.trust import compare as svc
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
 CANDIDATES = 20

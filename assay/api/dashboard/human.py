@@ -1,4 +1,4 @@
-"""The human verdict beside the machine one, on the item and batch pages (``assay.scoring.review``)."""
+"""The human verdict beside the machine one, on the item and batch pages (``assay.scoring.trust.review``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from assay.scoring import review
+from assay.scoring.trust import review
 
 
 def add_human_verdicts(session: Session, views: Sequence[dict[str, Any]]) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
-from assay.scoring import batches as svc
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound
+from assay.scoring.intake import batches as svc
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
-from assay.scoring.suites import Criteria
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.suites.loader import Criteria
 
 SESSION_KIND = "alert_session"
 ACTIVE = ("pending", "in_progress")

@@ -28,13 +28,13 @@ from assay.api.dashboard.routes import (
 )
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
-from assay.scoring import review as svc
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import AssayError, NotFound
 from assay.scoring.kinds import get_kind
+from assay.scoring.reports.views import live_lines, score_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Item, Score, SuiteRecord
-from assay.scoring.views import live_lines, score_view
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.trust import review as svc
 
 log = logging.getLogger(__name__)
 

@@ -20,19 +20,19 @@ from assay.api.auth import check_key, forwarded_user
 from assay.api.csrf import proxy_token
 from assay.api.dashboard import queries as q
 from assay.api.dashboard import session as cookie
+from assay.api.dashboard.human import add_human_verdicts
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
-from assay.api.dashboard.human import add_human_verdicts
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.api.throttle import TooManyFailures
-from assay.scoring import batches as svc
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound, Unauthorized
+from assay.scoring.intake import batches as svc
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import batch_summary
+from assay.scoring.reports.views import live_lines, score_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Score
-from assay.scoring.views import live_lines, score_view
+from assay.scoring.suites.criteria import load_criteria
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
@@ -483,7 +483,7 @@ def criteria_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> 
 def judge_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
     from assay import observability
     from assay.scoring.judge.wiring import build_breaker
-    from assay.scoring.suites import load_model_catalog
+    from assay.scoring.suites.loader import load_model_catalog
 
     settings = get_settings()
     error = None

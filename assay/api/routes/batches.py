@@ -1,4 +1,4 @@
-"""Batch endpoints: thin adapters over ``assay.scoring.batches`` and ``assay.scoring.ingest``."""
+"""Batch endpoints: thin adapters over ``assay.scoring.intake.batches`` and ``assay.scoring.intake.ingest``."""
 
 from __future__ import annotations
 
@@ -14,25 +14,25 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
-from assay.api.content_type import require_content_type
 from assay.api.body_limit import body_limit
+from assay.api.content_type import require_content_type
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
-from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
 from assay.api.publish import publish_components, start_planner
-from assay.scoring import batches as svc
-from assay.scoring.criteria import current_suite, load_criteria
-from assay.scoring.csv_writer import csv_chunks
+from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
 from assay.scoring.errors import BadRequest
-from assay.scoring.idempotency import IdempotencyKey
-from assay.scoring.ingest import BatchWriter, IngestLimits, IngestResult
+from assay.scoring.intake import batches as svc
+from assay.scoring.intake.idempotency import IdempotencyKey
+from assay.scoring.intake.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
-from assay.scoring.reports import generic_columns, generic_row
-from assay.scoring.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
+from assay.scoring.reports.batch_reports import generic_columns, generic_row
+from assay.scoring.reports.csv_writer import csv_chunks
+from assay.scoring.reports.views import batch_view, live_lines, score_view
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES
-from assay.scoring.suites import Criteria
-from assay.scoring.views import batch_view, live_lines, score_view
+from assay.scoring.suites.criteria import current_suite, load_criteria
+from assay.scoring.suites.loader import Criteria
+from assay.scoring.trust.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/batches", tags=["batches"], route_class=StrictJsonRoute)
@@ -190,9 +190,9 @@ async def create_batch(
 def _preflight(session: Any, result: IngestResult) -> dict[str, Any]:
     from sqlalchemy import select
 
-    from assay.scoring.rescore import estimate
+    from assay.scoring.rescoring.rescore import estimate
     from assay.scoring.store.models import Item, Score
-    from assay.scoring.suites import load_model_catalog
+    from assay.scoring.suites.loader import load_model_catalog
 
     batch = result.batch
     items = Item.id.in_(select(Score.item_id).where(Score.batch_id == batch.id))

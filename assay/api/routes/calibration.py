@@ -1,6 +1,6 @@
 """The judge's noise floor: calibration runs and the noise estimates they store.
 
-A thin adapter over ``assay.scoring.calibration``:
+A thin adapter over ``assay.scoring.trust.calibration``:
 
 - ``POST /api/v1/suites/{name}/calibrations``: judge a deterministic sample of the suite's stored items
   K times under its current criteria (a dry run only estimates);
@@ -21,12 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import start_planner
-from assay.scoring import calibration as svc
-from assay.scoring.criteria import current_suite
 from assay.scoring.errors import NotFound
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import SuiteRecord
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.criteria import current_suite
+from assay.scoring.suites.loader import load_model_catalog
+from assay.scoring.trust import calibration as svc
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/suites", tags=["calibration"], route_class=StrictJsonRoute)

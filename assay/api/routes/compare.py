@@ -1,4 +1,4 @@
-"""Comparing two batches: a thin adapter over ``assay.scoring.compare``."""
+"""Comparing two batches: a thin adapter over ``assay.scoring.trust.compare``."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import compare as svc
-from assay.scoring import stats
-from assay.scoring.csv_writer import csv_chunks
-from assay.scoring.noise import NoiseFloor
+from assay.scoring.reports.csv_writer import csv_chunks
 from assay.scoring.store.db import new_session, transaction
+from assay.scoring.trust import compare as svc
+from assay.scoring.trust import stats
+from assay.scoring.trust.noise import NoiseFloor
 
 router = APIRouter(prefix="/api/v1", tags=["compare"], route_class=StrictJsonRoute)
 

@@ -1,4 +1,4 @@
-"""Comparing criteria: a thin adapter over ``assay.scoring.diff``."""
+"""Comparing criteria: a thin adapter over ``assay.scoring.rescoring.diff``."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.routes.compare import NoiseOut, noise_out
-from assay.scoring import diff as svc
-from assay.scoring import stats
-from assay.scoring.csv_writer import csv_chunks
+from assay.scoring.reports.csv_writer import csv_chunks
+from assay.scoring.rescoring import diff as svc
 from assay.scoring.store.db import new_session, transaction
+from assay.scoring.trust import stats
 
 router = APIRouter(prefix="/api/v1/criteria", tags=["items and criteria"], route_class=StrictJsonRoute)
 

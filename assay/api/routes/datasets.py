@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field, model_validator
 from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import datasets as svc
 from assay.scoring.errors import InvalidInput
+from assay.scoring.intake import datasets as svc
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Dataset
 from assay.settings import get_settings

@@ -11,12 +11,12 @@ from sqlalchemy import select
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.schemas import CriteriaList, CriteriaOut, ItemOut, ScoreOut
-from assay.scoring import batches as svc
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound
+from assay.scoring.intake import batches as svc
+from assay.scoring.reports.views import iso, item_view, score_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord
-from assay.scoring.views import iso, item_view, score_view
+from assay.scoring.suites.criteria import load_criteria
 
 router = APIRouter(prefix="/api/v1", tags=["items and criteria"], route_class=StrictJsonRoute)
 

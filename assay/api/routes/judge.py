@@ -30,7 +30,7 @@ class JudgeStatus(BaseModel):
 
 @router.get("/status", response_model=JudgeStatus, summary="Circuit breaker state per judge model")
 def judge_status(_: Annotated[Principal, Depends(require_principal)]) -> JudgeStatus:
-    from assay.scoring.views import iso
+    from assay.scoring.reports.views import iso
 
     settings = get_settings()
     rows = build_breaker(settings).status()

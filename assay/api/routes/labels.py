@@ -1,5 +1,5 @@
-"""Human labels and the machine's agreement with them: thin adapters over ``assay.scoring.labels``
-and ``assay.scoring.agreement``."""
+"""Human labels and the machine's agreement with them: thin adapters over ``assay.scoring.trust.labels``
+and ``assay.scoring.trust.agreement``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Principal, require_principal
 from assay.api.content_type import UnsupportedMediaType, require_content_type
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import agreement, labels
 from assay.scoring.store.db import transaction
+from assay.scoring.trust import agreement, labels
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/suites", tags=["labels"], route_class=StrictJsonRoute)

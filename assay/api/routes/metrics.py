@@ -9,9 +9,9 @@ from fastapi.responses import Response
 from assay import observability
 from assay.api.auth import require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import review
 from assay.scoring.judge.wiring import build_breaker
 from assay.scoring.store.db import transaction
+from assay.scoring.trust import review
 from assay.settings import get_settings
 
 router = APIRouter(tags=["metrics"], route_class=StrictJsonRoute)

@@ -1,4 +1,4 @@
-"""Batch reports (JSON, CSV, Excel): thin adapters over ``assay.scoring.reports``."""
+"""Batch reports (JSON, CSV, Excel): thin adapters over ``assay.scoring.reports.batch_reports``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from starlette.background import BackgroundTask
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import batches as svc
-from assay.scoring import reports
+from assay.scoring.intake import batches as svc
+from assay.scoring.reports import batch_reports as reports
 from assay.scoring.store.db import new_session, transaction
 
 router = APIRouter(prefix="/api/v1/batches", tags=["reports"], route_class=StrictJsonRoute)

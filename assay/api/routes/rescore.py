@@ -10,11 +10,11 @@ from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring import rescore as svc
-from assay.scoring.criteria import current_suite
 from assay.scoring.errors import Conflict
+from assay.scoring.rescoring import rescore as svc
 from assay.scoring.store.db import transaction
-from assay.scoring.suites import load_model_catalog
+from assay.scoring.suites.criteria import current_suite
+from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1", tags=["rescore"], route_class=StrictJsonRoute)

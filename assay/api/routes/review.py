@@ -1,5 +1,5 @@
 """The review queue: a suite's open entries, one entry with its machine score, and recording a person's
-verdict. A thin adapter over ``assay.scoring.review``."""
+verdict. A thin adapter over ``assay.scoring.trust.review``."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from sqlalchemy.orm import selectinload
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
-from assay.scoring import review as svc
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound
+from assay.scoring.reports.views import score_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Item, Score, SuiteRecord
-from assay.scoring.views import score_view
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.trust import review as svc
 
 router = APIRouter(tags=["review"], route_class=StrictJsonRoute)
 

@@ -32,17 +32,17 @@ from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components
-from assay.scoring import datasets
-from assay.scoring.criteria import current_suite, load_criteria, register_criteria
 from assay.scoring.errors import CriteriaError, InvalidInput, NotFound
-from assay.scoring.ingest import contains_nul, item_content_hash
+from assay.scoring.intake import datasets
+from assay.scoring.intake.ingest import contains_nul, item_content_hash
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.pipeline import ComponentRef, create_components, pending_score
+from assay.scoring.reports.views import component_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES, Item, Score, utcnow
-from assay.scoring.suites import Criteria, canonical_json, load_model_catalog
-from assay.scoring.views import component_view
+from assay.scoring.suites.criteria import current_suite, load_criteria, register_criteria
+from assay.scoring.suites.loader import Criteria, canonical_json, load_model_catalog
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/score-query", tags=["score-query"], route_class=StrictJsonRoute)

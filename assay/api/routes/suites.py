@@ -1,6 +1,6 @@
 """Suites: the file suites of ``config/suites/`` and the suites registered through the API.
 
-A thin adapter over ``assay.scoring.api_suites``."""
+A thin adapter over ``assay.scoring.suites.api_suites``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
 from assay.api.content_type import require_content_type
 from assay.api.json_body import StrictJsonRoute, is_json
-from assay.scoring import api_suites as svc
 from assay.scoring.store.db import transaction
+from assay.scoring.suites import api_suites as svc
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/suites", tags=["suites"], route_class=StrictJsonRoute)

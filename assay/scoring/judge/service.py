@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
-import redis
 import pydantic
+import redis
 from anthropic.types import Message
 
 from assay import observability
@@ -26,10 +26,15 @@ from assay.scoring.judge.governor import Governor, estimate_tokens
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
 from assay.scoring.judge.retry import (
-    RetryPolicy, exception_retry_after, is_outage, is_rate_limited, is_transient, retrying,
+    RetryPolicy,
+    exception_retry_after,
+    is_outage,
+    is_rate_limited,
+    is_transient,
+    retrying,
 )
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
-from assay.scoring.suites import ModelPrice
+from assay.scoring.suites.loader import ModelPrice
 
 log = logging.getLogger(__name__)
 

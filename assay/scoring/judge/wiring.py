@@ -7,7 +7,7 @@ from typing import Any
 
 from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits, RedisGovernor
-from assay.scoring.suites import ModelCatalog
+from assay.scoring.suites.loader import ModelCatalog
 from assay.settings import Settings
 
 

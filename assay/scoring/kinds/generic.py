@@ -273,7 +273,7 @@ def prepare_judge(
 
 def live_lines(score: Any, threshold: float) -> list[str]:
     """The item's input on one line, then the score and each component (``views.live_line``)."""
-    from assay.scoring.views import live_line
+    from assay.scoring.reports.views import live_line
 
     payload = score.item.payload if score.item is not None else {}
     text = " ".join(str(payload.get("input") or "").split())

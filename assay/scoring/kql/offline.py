@@ -85,7 +85,7 @@ class Outcome:
 
 def store_loader(content_hash: str) -> dict[str, Any]:
     """A registered dataset's tables, read from the store (and cached there per process)."""
-    from assay.scoring.datasets import load_tables
+    from assay.scoring.intake.datasets import load_tables
     from assay.scoring.store.db import transaction
 
     with transaction() as session:
@@ -207,7 +207,7 @@ class _Engine:
 
 
 def _load_database(tables: Mapping[str, Any]) -> duckdb.DuckDBPyConnection:
-    from assay.scoring.datasets import Table, load_relation
+    from assay.scoring.intake.datasets import Table, load_relation
 
     con = duckdb_kql.connect(
         ":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}

@@ -38,8 +38,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from assay.scoring.reports.views import verdict
 from assay.scoring.store.models import ACTIVE_SCORE_STATUSES, Score
-from assay.scoring.views import verdict
 
 __all__ = ["COMPONENT_COLUMNS", "LIVE_LABELS", "REPORT_COLUMNS", "kql_live_lines", "kql_report_row"]
 

@@ -59,7 +59,7 @@ def dataset_ref(item: Any, loader: Any) -> DatasetRef | None:
     """The item's tables as the executor keeps them: a registered dataset (by content hash, through
     the metric context's loader) or inline frames (keyed by their content)."""
     if getattr(item, "frames", None):
-        from assay.scoring.datasets import Table
+        from assay.scoring.intake.datasets import Table
 
         tables = [
             Table(name, "json", json.dumps(records, sort_keys=True, separators=(",", ":")).encode())
@@ -80,7 +80,7 @@ def dataset_ref(item: Any, loader: Any) -> DatasetRef | None:
 
 
 def _store_loader(reference: str) -> dict[str, Any]:
-    from assay.scoring.datasets import load_tables, resolve
+    from assay.scoring.intake.datasets import load_tables, resolve
     from assay.scoring.store.db import transaction
 
     with transaction() as session:

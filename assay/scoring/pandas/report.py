@@ -58,7 +58,7 @@ def _view_and_payload(score: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A stored Score (components and item loaded), or an already built (view, payload) pair."""
     if isinstance(score, tuple):
         return score[0], score[1]
-    from assay.scoring.views import score_view
+    from assay.scoring.reports.views import score_view
 
     view = score_view(score)
     view["external_id"] = score.item.external_id if score.item is not None else None
@@ -66,7 +66,7 @@ def _view_and_payload(score: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def metrics_entry(view: Mapping[str, Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """One ``metrics.json`` entry from a score view (:func:`assay.scoring.views.score_view`) and
+    """One ``metrics.json`` entry from a score view (:func:`assay.scoring.reports.views.score_view`) and
     the item's payload."""
     components: Mapping[str, Any] = view.get("components") or {}
     entry: dict[str, Any] = {

@@ -15,10 +15,10 @@ from sqlalchemy import Select, exists, func, select
 from sqlalchemy.orm import Session
 
 from assay.scoring.kinds.alert_session import KIND_NAME
+from assay.scoring.reports.views import iso
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Item, Score
 from assay.scoring.store.session_models import MissingToolRow, session_scores
-from assay.scoring.views import iso
 
 
 def _scores(criteria_hash: str | None, since: datetime | None, until: datetime | None, latest_only: bool):  # type: ignore[no-untyped-def]

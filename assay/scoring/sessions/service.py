@@ -27,9 +27,8 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import BadRequest, Conflict, NotFound
-from assay.scoring.idempotency import IdempotencyKey, batch_for, check_retry, hold
+from assay.scoring.intake.idempotency import IdempotencyKey, batch_for, check_retry, hold
 from assay.scoring.kinds.alert_session import COMPLETED, KIND_NAME
 from assay.scoring.pipeline import ComponentRef, create_components, pending_score
 from assay.scoring.sessions import SUITE
@@ -48,6 +47,7 @@ from assay.scoring.store.models import (
     SuiteRecord,
     utcnow,
 )
+from assay.scoring.suites.criteria import current_suite, load_criteria
 
 
 @dataclass

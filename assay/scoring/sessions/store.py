@@ -26,7 +26,7 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import InvalidInput
-from assay.scoring.ingest import contains_nul, item_content_hash
+from assay.scoring.intake.ingest import contains_nul, item_content_hash
 from assay.scoring.kinds.alert_session import (
     KIND_NAME,
     AlertSessionItem,
@@ -39,7 +39,7 @@ from assay.scoring.store.session_models import (
     AlternativeApproachStepRow,
     MissingToolRow,
 )
-from assay.scoring.suites import canonical_json
+from assay.scoring.suites.loader import canonical_json
 
 NAME_LENGTH = 255
 

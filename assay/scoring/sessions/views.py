@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from assay.scoring.pipeline import JUDGE_QUEUE
+from assay.scoring.reports.views import iso
 from assay.scoring.sessions.store import Feedback, percent
 from assay.scoring.store.models import Score
-from assay.scoring.views import iso
 
 # The response's fields, in order: the EP's example, then status, error, timing, usage and cost.
 SCORE_FIELDS = (

@@ -4,7 +4,7 @@
 judge's noise, ``scores.calibration_run_id`` set) out of every reader of machine verdicts: latest-
 score lookups, sessions, re-scoring's selection, diff, compare, agreement, training data, batch
 summaries, the Criteria page and Prometheus outcomes. Those scores are read only by the calibration
-service (:mod:`assay.scoring.calibration`) and its noise estimate.
+service (:mod:`assay.scoring.trust.calibration`) and its noise estimate.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from assay.scoring.metrics.registry import (
     build_metric,
     registered_metrics,
 )
-from assay.scoring.suites import parse_suite
+from assay.scoring.suites.loader import parse_suite
 from assay.settings import get_settings
 
 HERE = Path(__file__).resolve().parent.parent

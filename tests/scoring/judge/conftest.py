@@ -10,12 +10,12 @@ import anthropic
 import pytest
 import redis
 
-from assay.settings import REPO_ROOT
 from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.retry import RetryPolicy
 from assay.scoring.judge.service import make_batch_client, make_client
-from assay.scoring.suites import ModelPrice, load_model_catalog
+from assay.scoring.suites.loader import ModelPrice, load_model_catalog
+from assay.settings import REPO_ROOT
 from tests.fakes.anthropic_server import FakeAnthropic
 
 MODEL = "claude-haiku-5-5"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assay.scoring.datasets import make_table
+from assay.scoring.intake.datasets import make_table
 from assay.scoring.kinds.kql import KIND, KqlItem
 from assay.scoring.kql import offline
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric

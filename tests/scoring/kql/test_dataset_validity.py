@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from assay.scoring.datasets import make_table
+from assay.scoring.intake.datasets import make_table
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import offline
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO
 from tests.scoring.kql.dataset_pairs import (
     EQUIVALENT,

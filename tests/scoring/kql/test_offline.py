@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from assay.scoring.datasets import make_table
+from assay.scoring.intake.datasets import make_table
 from assay.scoring.kql import offline
 from assay.scoring.kql.execute import run_on
 from tests.scoring.kql.conftest import NOW, storm_events

@@ -20,7 +20,6 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select
 
-from assay.scoring.criteria import register_suite
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.generic import GenericItem
@@ -36,7 +35,8 @@ from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import WorkUnit, compute
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, ScoreComponent
-from assay.scoring.suites import Criteria, Suite, parse_suite
+from assay.scoring.suites.criteria import register_suite
+from assay.scoring.suites.loader import Criteria, Suite, parse_suite
 from tests.conftest import REPO, wait_for
 
 CONFIG = REPO / "config"

@@ -15,7 +15,7 @@ from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pandas_codegen import PandasItem
 from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
 from assay.scoring.pipeline import component_pass_blockers
-from assay.scoring.suites import Suite, parse_suite
+from assay.scoring.suites.loader import Suite, parse_suite
 
 REPO = Path(__file__).resolve().parents[3]
 SUITE_FILE = Path(os.environ.get("ASSAY_TEST_PANDAS_SUITE", REPO / "config" / "suites" / "pandas_codegen.yaml"))

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from assay.scoring.datasets import Table
+from assay.scoring.intake.datasets import Table
 from assay.scoring.sandbox import DatasetRef, SandboxClient, SandboxLimits
 
 TIGHT = SandboxLimits(

@@ -103,7 +103,7 @@ class StubJudge:
 
 def judge_runtime() -> Any:
     from assay.scoring.scorer import JudgeRuntime
-    from assay.scoring.suites import load_model_catalog
+    from assay.scoring.suites.loader import load_model_catalog
 
     return JudgeRuntime(client=object(), breaker=None, governor=None, catalog=load_model_catalog(REPO / "config"))
 

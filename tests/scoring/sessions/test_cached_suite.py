@@ -16,7 +16,7 @@ from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.alert_session import JudgeOutputSchema, render_alert, render_conversation
 from assay.scoring.pipeline import cache_read_ratio
 from assay.scoring.scorer import render_judge_prompt
-from assay.scoring.suites import list_suite_names, load_model_catalog, load_suite
+from assay.scoring.suites.loader import list_suite_names, load_model_catalog, load_suite
 from bench import cost
 from tests.conftest import REPO
 from tests.fakes.anthropic_server import FakeAnthropic

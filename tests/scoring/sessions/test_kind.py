@@ -29,7 +29,7 @@ from assay.scoring.kinds.alert_session import (
     render_conversation,
     session_facts,
 )
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO
 from tests.scoring.sessions.helpers import VERDICT, example_sessions, make_session
 

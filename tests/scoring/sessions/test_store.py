@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from sqlalchemy import create_engine, delete, func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring.criteria import current_suite
 from assay.scoring.kinds.alert_session import AlertSessionItem
 from assay.scoring.sessions import service as svc
 from assay.scoring.sessions import store
@@ -26,6 +25,7 @@ from assay.scoring.store.session_models import (
     MissingToolRow,
     session_scores,
 )
+from assay.scoring.suites.criteria import current_suite
 from tests.scoring.sessions.helpers import VERDICT, make_session, run_refs
 
 

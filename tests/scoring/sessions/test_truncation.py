@@ -25,7 +25,7 @@ from assay.scoring.kinds.alert_session import (
 from assay.scoring.metrics.registry import MetricContext
 from assay.scoring.pipeline import ComponentRef
 from assay.scoring.scorer import WorkUnit, compute
-from assay.scoring.suites import load_suite
+from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO
 from tests.scoring.sessions.helpers import judge_runtime
 

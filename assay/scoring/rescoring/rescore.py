@@ -33,7 +33,6 @@ from pydantic import ValidationError
 from sqlalchemy import and_, exists, func, literal, or_, select, text
 from sqlalchemy.orm import Session, aliased
 
-from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import AssayError, BadRequest
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline import latest_finished_score, pending_score
@@ -47,7 +46,8 @@ from assay.scoring.store.models import (
     SuiteRecord,
     utcnow,
 )
-from assay.scoring.suites import Criteria, ModelCatalog
+from assay.scoring.suites.criteria import current_suite, load_criteria
+from assay.scoring.suites.loader import Criteria, ModelCatalog
 
 Lane = Literal["realtime", "batch"]
 # Scores under the current hash that mean "this item needs nothing from a re-scoring run".

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.errors import Conflict, InvalidInput
 from assay.scoring.store.models import Batch
-from assay.scoring.suites import canonical_json
+from assay.scoring.suites.loader import canonical_json
 
 
 @dataclass(frozen=True)

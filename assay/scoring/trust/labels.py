@@ -30,9 +30,9 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from assay.scoring import strict_json
 from assay.scoring.errors import InvalidInput, NotFound
-from assay.scoring.ingest import BadLine
+from assay.scoring.intake import strict_json
+from assay.scoring.intake.ingest import BadLine
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import Batch, Item, Label, Score, SuiteRecord, utcnow
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from assay.scoring.errors import InvalidInput, NotFound, PayloadTooLarge
 from assay.scoring.hashcache import HashCache
 from assay.scoring.store.models import Dataset, utcnow
-from assay.scoring.suites import canonical_json
+from assay.scoring.suites.loader import canonical_json
 
 FORMATS = ("csv", "parquet", "json")
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -255,7 +255,7 @@ def load_tables(session: Session, content_hash_: str) -> dict[str, Table]:
 
 
 def dataset_view(dataset: Dataset) -> dict[str, Any]:
-    from assay.scoring.views import iso
+    from assay.scoring.reports.views import iso
 
     return {
         "content_hash": dataset.content_hash,

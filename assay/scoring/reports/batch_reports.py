@@ -8,14 +8,14 @@ rubric judge component its ``<name>_reasoning`` and its answer: ``<name>_verdict
 scale value, true/false or the label) or, for a ``criteria`` verdict, ``<name>.<criterion>`` (the
 criterion's scale value) and ``<name>.<criterion>_reasoning`` per criterion. A kind's row is followed by
 four columns that say which result it is: ``Position``, ``External ID``, ``Item ID``, ``Score ID``.
-Every report ends with the human verdict columns (``assay.scoring.review.HUMAN_COLUMNS``): the item's
+Every report ends with the human verdict columns (``assay.scoring.trust.review.HUMAN_COLUMNS``): the item's
 latest review in the suite (``human_reviewer``, ``human_passed``, ``human_score``, ``human_comment``,
 ``human_reviewed_at``), how many labels it has (``human_labels``) and their majority
 (``human_majority``: pass, fail or tie). They sit beside the machine verdict; the summary's pass
 rate and every other aggregate count only the machine score.
 
 - JSON: one document, ``{"batch": ..., "summary": ..., "columns": [...], "rows": [...]}``, streamed.
-- CSV: a header and one line per result, streamed through ``assay.scoring.csv_writer`` (the one CSV
+- CSV: a header and one line per result, streamed through ``assay.scoring.reports.csv_writer`` (the one CSV
   writer): a text cell that a spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``,
   ``@``, a tab or a carriage return) is prefixed with ``'`` (OWASP's CSV-injection rule); JSON and
   Excel keep the text as it is.
@@ -38,15 +38,15 @@ from typing import IO, Any
 
 from sqlalchemy.orm import Session
 
-from assay.scoring import batches as svc
-from assay.scoring import csv_writer
-from assay.scoring.criteria import load_criteria
+from assay.scoring.intake import batches as svc
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.pipeline import batch_summary
-from assay.scoring.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
+from assay.scoring.reports import csv_writer
+from assay.scoring.reports.views import batch_view
 from assay.scoring.store.models import Score, ScoreComponent
-from assay.scoring.suites import ComponentSpec, Criteria, RubricJudge
-from assay.scoring.views import batch_view
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.suites.loader import ComponentSpec, Criteria, RubricJudge
+from assay.scoring.trust.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
 
 __all__ = [
     "FORMATS",

@@ -1,6 +1,6 @@
 """The review queue: finalized machine scores a suite's review rules pick for a person to look at.
 
-A suite declares its rules under ``review:`` (:class:`~assay.scoring.suites.ReviewRules`, operational
+A suite declares its rules under ``review:`` (:class:`~assay.scoring.suites.loader.ReviewRules`, operational
 options: changing them restales nothing)::
 
     review:
@@ -53,7 +53,7 @@ from assay.scoring.store.models import (
     SuiteRecord,
     utcnow,
 )
-from assay.scoring.suites import ReviewRules
+from assay.scoring.suites.loader import ReviewRules
 
 log = logging.getLogger(__name__)
 

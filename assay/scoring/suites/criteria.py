@@ -14,7 +14,7 @@ from assay.scoring.errors import Conflict, CriteriaError, NotFound
 from assay.scoring.hashcache import HashCache
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import CriteriaDefinition, SuiteRecord, utcnow
-from assay.scoring.suites import (
+from assay.scoring.suites.loader import (
     Criteria,
     Suite,
     list_suite_names,
@@ -44,7 +44,7 @@ def register_suite(session: Session, suite: Suite, *, origin: str = "file", crea
     """Store the suite's criteria (once per hash) and make its hash the suite's current one, active.
 
     ``origin`` is where the suite came from: ``file`` (config/suites/), ``api`` (see
-    ``assay.scoring.api_suites``, which keeps the versions) or ``path`` (a suite file run by path)."""
+    ``assay.scoring.suites.api_suites``, which keeps the versions) or ``path`` (a suite file run by path)."""
     register_criteria(session, suite.criteria)
     insert = dialect_insert(session)
     values = dict(

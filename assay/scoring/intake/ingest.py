@@ -24,13 +24,13 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from assay.scoring import datasets, idempotency, strict_json
 from assay.scoring.errors import AssayError, InvalidInput, NotFound, PayloadTooLarge
-from assay.scoring.idempotency import IdempotencyKey
+from assay.scoring.intake import datasets, idempotency, strict_json
+from assay.scoring.intake.idempotency import IdempotencyKey
+from assay.scoring.intake.strict_json import JsonRejected
 from assay.scoring.kinds import Kind
 from assay.scoring.store.models import Batch, Item, Score, SuiteRecord, utcnow
-from assay.scoring.strict_json import JsonRejected
-from assay.scoring.suites import canonical_json
+from assay.scoring.suites.loader import canonical_json
 
 WRITE_CHUNK = 2000
 # A \u0000 escape (an odd run of backslashes before u0000): Postgres text and JSONB cannot store NUL.
@@ -374,7 +374,7 @@ class BatchWriter:
         self._copier: _CopyThread | None = None
 
     def _load_criteria(self) -> Any:
-        from assay.scoring.criteria import load_criteria
+        from assay.scoring.suites.criteria import load_criteria
 
         return load_criteria(self.session, self.suite.current_criteria_hash)
 

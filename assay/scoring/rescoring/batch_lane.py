@@ -32,7 +32,6 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assay.scoring import pipeline
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import AssayError
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import ComponentResult
@@ -46,7 +45,8 @@ from assay.scoring.store.models import (
     ScoreComponent,
     utcnow,
 )
-from assay.scoring.suites import ModelCatalog
+from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.suites.loader import ModelCatalog
 
 log = logging.getLogger(__name__)
 

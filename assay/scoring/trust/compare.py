@@ -57,10 +57,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
-from assay.scoring import stats
-from assay.scoring.diff import FAIL_TO_PASS, PASS_TO_FAIL
 from assay.scoring.errors import BadRequest, NotFound
-from assay.scoring.noise import NoiseFloor, latest_noise
+from assay.scoring.rescoring.diff import FAIL_TO_PASS, PASS_TO_FAIL
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     TOTAL_COMPONENT,
@@ -70,6 +68,8 @@ from assay.scoring.store.models import (
     Score,
     ScoreComponent,
 )
+from assay.scoring.trust import stats
+from assay.scoring.trust.noise import NoiseFloor, latest_noise
 
 TOTAL = TOTAL_COMPONENT
 LIST_LIMIT = 100

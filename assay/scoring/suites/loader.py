@@ -43,7 +43,6 @@ from pydantic import (
     model_validator,
 )
 
-from assay.scoring.envsubst import substitute_tree
 from assay.scoring.errors import CriteriaError, NotFound
 from assay.scoring.judge.rubrics import (
     DEFAULT_ITEM_TEMPLATE,
@@ -54,6 +53,7 @@ from assay.scoring.judge.rubrics import (
 from assay.scoring.judge.verdicts import VerdictType, verdict_type
 from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.registry import PluginRef, check_component_metric
+from assay.scoring.suites.envsubst import substitute_tree
 
 CRITERIA_SCHEMA_VERSION = 1
 
@@ -238,7 +238,7 @@ class DisagreementRule(_Strict):
 
 
 class ReviewRules(_Strict):
-    """Which finalized scores enter the review queue (``assay.scoring.review``). Operational: changing
+    """Which finalized scores enter the review queue (``assay.scoring.trust.review``). Operational: changing
     them restales nothing. A score matching any rule enters."""
 
     near_threshold: float | None = Field(None, gt=0, le=1)  # |total - threshold| <= this

@@ -12,7 +12,7 @@ score under it) whose SHA-256 of ``"<suite>:<item id>"`` is smallest, so the sam
 same items every time, and a larger N extends a smaller one.
 
 When the batch finishes (``pipeline._complete_batch_if_done``), :func:`finish_run` stores the noise
-estimates (:mod:`assay.scoring.noise`) per judge component and for the total. Calibration scores sit
+estimates (:mod:`assay.scoring.trust.noise`) per judge component and for the total. Calibration scores sit
 outside the one-active-score rule, never enter the review queue, and every reader of machine verdicts
 leaves them out (:func:`assay.scoring.store.filters.machine_scores`).
 
@@ -31,11 +31,9 @@ from typing import Any
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, aliased
 
-from assay.scoring.criteria import current_suite, load_criteria
 from assay.scoring.errors import InvalidInput, NotFound
-from assay.scoring.noise import NoiseFloor, flip_share, latest_noise, noise_of_run, pooled_sigma
 from assay.scoring.pipeline import batch_counts, pending_score
-from assay.scoring.rescore import Estimate, Lane, estimate
+from assay.scoring.rescoring.rescore import Estimate, Lane, estimate
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
@@ -48,7 +46,9 @@ from assay.scoring.store.models import (
     ScoreComponent,
     utcnow,
 )
-from assay.scoring.suites import ModelCatalog
+from assay.scoring.suites.criteria import current_suite, load_criteria
+from assay.scoring.suites.loader import ModelCatalog
+from assay.scoring.trust.noise import NoiseFloor, flip_share, latest_noise, noise_of_run, pooled_sigma
 
 MAX_SAMPLE = 1000
 MAX_REPEATS = 20

@@ -8,9 +8,9 @@ queries, the per-item rows a page or a server-side stream.
 A hash may be given in full or as a unique prefix of at least 8 hex characters.
 
 The mean delta and each component's mean shift carry a paired bootstrap 95 % interval, the pass/fail
-flips McNemar's exact test, and the deltas wins / ties / losses (``assay.scoring.stats``). Beside every
+flips McNemar's exact test, and the deltas wins / ties / losses (``assay.scoring.trust.stats``). Beside every
 mean difference over n items stands the judge's noise floor across the two hashes,
-1.96·√((σ1² + σ2²)/n), from each hash's latest calibration (``assay.scoring.noise``), or the note
+1.96·√((σ1² + σ2²)/n), from each hash's latest calibration (``assay.scoring.trust.noise``), or the note
 "no noise floor measured"; an item whose |delta| exceeds 1.96·√(σ1² + σ2²) is flagged ``beyond_noise``.
 These statistics fetch the per-item deltas (one float per compared item, in chunks).
 """
@@ -27,9 +27,7 @@ import numpy as np
 from sqlalchemy import Select, Subquery, and_, case, distinct, func, select
 from sqlalchemy.orm import Session, aliased
 
-from assay.scoring import stats
 from assay.scoring.errors import BadRequest, NotFound
-from assay.scoring.noise import NoiseFloor, latest_noise
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     TOTAL_COMPONENT,
@@ -39,6 +37,8 @@ from assay.scoring.store.models import (
     ScoreComponent,
     SuiteRecord,
 )
+from assay.scoring.trust import stats
+from assay.scoring.trust.noise import NoiseFloor, latest_noise
 
 PASS_TO_FAIL = "pass→fail"
 FAIL_TO_PASS = "fail→pass"

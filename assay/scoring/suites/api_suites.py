@@ -25,17 +25,17 @@ import yaml
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring import strict_json
-from assay.scoring.criteria import (
+from assay.scoring.errors import Conflict, CriteriaError, NotFound
+from assay.scoring.intake import strict_json
+from assay.scoring.store.db import dialect_insert
+from assay.scoring.store.models import SuiteRecord, SuiteVersion, utcnow
+from assay.scoring.suites.criteria import (
     SUITE_NAME,
     SUITE_NAME_RULE,
     invalid_suites,
     register_criteria,
 )
-from assay.scoring.errors import Conflict, CriteriaError, NotFound
-from assay.scoring.store.db import dialect_insert
-from assay.scoring.store.models import SuiteRecord, SuiteVersion, utcnow
-from assay.scoring.suites import Suite, list_suite_names, parse_suite
+from assay.scoring.suites.loader import Suite, list_suite_names, parse_suite
 
 BodyFormat = Literal["yaml", "json"]
 # Deeper than any suite needs; PyYAML builds nested values recursively, so depth is bounded before that.

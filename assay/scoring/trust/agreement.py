@@ -1,4 +1,4 @@
-"""Agreement between the machine and people (human labels, :mod:`assay.scoring.labels`), per criteria hash.
+"""Agreement between the machine and people (human labels, :mod:`assay.scoring.trust.labels`), per criteria hash.
 
 For each criteria hash the machine verdict of a labelled item is its latest *completed* machine score
 under that hash (calibration repeats left out: :func:`assay.scoring.store.filters.machine_scores`).
@@ -25,10 +25,10 @@ from scipy import stats
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring.criteria import load_criteria
 from assay.scoring.errors import NotFound
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import CriteriaDefinition, Item, Label, Score, SuiteRecord
+from assay.scoring.suites.criteria import load_criteria
 
 MIN_SPEARMAN_PAIRS = 3
 

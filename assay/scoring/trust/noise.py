@@ -1,6 +1,6 @@
 """The judge's noise floor: how much one item's score moves when the same judge is asked again.
 
-A calibration run (:mod:`assay.scoring.calibration`) judges a sample of items K times under one
+A calibration run (:mod:`assay.scoring.trust.calibration`) judges a sample of items K times under one
 criteria hash. From its repeats:
 
 - **σw** (per judge component, and for the total under ``__total__``): the pooled within-item
@@ -12,7 +12,7 @@ criteria hash. From its repeats:
   completed repeat.
 
 ``compare`` and ``diff`` read it through :func:`latest_noise` to put a noise floor beside a mean
-difference (formulas in :mod:`assay.scoring.stats`).
+difference (formulas in :mod:`assay.scoring.trust.stats`).
 """
 
 from __future__ import annotations
