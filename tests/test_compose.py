@@ -711,7 +711,7 @@ def empty_database(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_service_waits_for_migrations_then_starts(empty_database: str, capsys: pytest.CaptureFixture[str]) -> None:
     import threading
 
-    from assay.cli import _wait_for_database
+    from assay.cli.services import _wait_for_database
     from assay.scoring.store.db import migrate
 
     done = threading.Event()
@@ -739,7 +739,7 @@ def test_service_waits_for_migrations_then_starts(empty_database: str, capsys: p
 
 
 def test_service_on_a_migrated_database_starts_without_waiting(capsys: pytest.CaptureFixture[str]) -> None:
-    from assay.cli import _wait_for_database
+    from assay.cli.services import _wait_for_database
 
     _wait_for_database("api", timeout=0)
     assert "waiting" not in capsys.readouterr().err
@@ -748,7 +748,7 @@ def test_service_on_a_migrated_database_starts_without_waiting(capsys: pytest.Ca
 def test_service_waits_for_an_unreachable_database(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 
-    from assay.cli import _wait_for_database
+    from assay.cli.services import _wait_for_database
     from assay.settings import get_settings
 
     with socket.socket() as s:  # a loopback port nobody listens on
@@ -768,7 +768,7 @@ def test_service_waits_for_an_unreachable_database(monkeypatch: pytest.MonkeyPat
 
 
 def test_migrate_waits_only_for_a_reachable_database(empty_database: str) -> None:
-    from assay.cli import _wait_for_database
+    from assay.cli.services import _wait_for_database
 
     _wait_for_database("migrate", migrated=False, timeout=0)  # unmigrated is fine: it is migrate's job
 
@@ -778,8 +778,8 @@ def test_service_commands_wait_for_the_database(command: str) -> None:
     """The commands compose runs call the wait before they touch the store."""
     import inspect
 
-    import assay.cli
+    from assay.cli import services
 
-    source = inspect.getsource(getattr(assay.cli, command))
+    source = inspect.getsource(getattr(services, command))
     expected = f'_wait_for_database("{command}"'
     assert expected in source, f"assay {command} does not wait for the database"

@@ -1,0 +1,3 @@
+from assay.cli import main
+
+main()

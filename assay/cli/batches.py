@@ -1,0 +1,143 @@
+"""Batches through the API: ``submit``, ``resume``, ``status``, ``results``, ``metrics``, ``cancel``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from assay.cli.common import (
+    ApiKey,
+    ApiUrl,
+    api_client,
+    check,
+    console,
+    fail,
+    print_estimate,
+    request,
+    request_raw,
+    summary_table,
+    upload_with_progress,
+    watch,
+)
+
+
+def submit(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    suite: Annotated[str, typer.Option("--suite", "-s")],
+    wait: Annotated[bool, typer.Option(help="Show progress until the batch finishes.")] = False,
+    live: Annotated[
+        Optional[bool], typer.Option("--live/--no-live", help="With --wait, print each result as it lands.")
+    ] = None,
+    partial: Annotated[bool, typer.Option(help="Accept the good lines when some are bad.")] = False,
+    idempotency_key: Annotated[Optional[str], typer.Option(help="Makes a retried submit return the first batch.")] = None,
+    budget: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0.000001,
+            help="Judge spend limit in US dollars: judge calls stop when it is reached (the batch ends "
+            "budget_exhausted; resume it with `assay resume`). The pre-flight estimate is printed.",
+        ),
+    ] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Upload FILE to the API as a batch (streamed), print its id, optionally wait for it."""
+    headers = {"Content-Type": "application/x-ndjson"}
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
+    with api_client(api_url, api_key) as client:
+        accepted = request(
+            client.post,
+            "/api/v1/batches",
+            params={"suite": suite, "partial": str(partial).lower(), **({"budget_usd": budget} if budget else {})},
+            content=upload_with_progress(file),
+            headers=headers,
+        )
+        console.print(f"batch [bold]{accepted['batch_id']}[/bold]: {accepted['accepted']} items accepted, {accepted['rejected']} rejected")
+        for bad in accepted.get("bad_lines", [])[:20]:
+            console.print(f"  line {bad['line']}: {bad['reason']}")
+        if accepted.get("estimate"):
+            print_estimate(accepted["estimate"], budget)
+        print(accepted["batch_id"])
+        if wait:
+            console.print(summary_table(watch(client, accepted["batch_id"], live)))
+
+
+def resume(
+    batch_id: str,
+    budget: Annotated[
+        Optional[float], typer.Option(min=0.000001, help="New judge spend limit in US dollars (omit: no limit).")
+    ] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Resume a budget_exhausted batch under a new budget; what already landed is kept."""
+    with api_client(api_url, api_key) as client:
+        view = request(client.post, f"/api/v1/batches/{batch_id}/resume", json={"budget_usd": budget})
+    console.print(summary_table(view))
+
+
+def status(
+    batch_id: str,
+    watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Show a batch's progress and summary."""
+    with api_client(api_url, api_key) as client:
+        view = watch(client, batch_id) if watch else request(client.get, f"/api/v1/batches/{batch_id}")
+    console.print(summary_table(view))
+
+
+def results(
+    batch_id: str,
+    format: Annotated[str, typer.Option(help="jsonl or csv")] = "jsonl",
+    status: Annotated[str, typer.Option(help="all, passed, failed or errored")] = "all",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Export a batch's results (streamed)."""
+    import httpx
+
+    if format not in ("jsonl", "csv"):
+        fail("--format is jsonl or csv")
+    sink = output.open("w", newline="") if output else sys.stdout  # CSV lines end in \r\n as sent
+    try:
+        with api_client(api_url, api_key) as client:
+            with client.stream("GET", f"/api/v1/batches/{batch_id}/results", params={"format": format, "status": status}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    check(response)
+                for text in response.iter_text():
+                    sink.write(text)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API: {exc}")
+    finally:
+        if output:
+            sink.close()
+
+
+def metrics(
+    batch_id: str,
+    out: Annotated[Path, typer.Option(help="Directory for metrics.json and metrics_summary.json.")] = Path("."),
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Download design 002's metrics.json and metrics_summary.json of a pandas_codegen batch."""
+    out.mkdir(parents=True, exist_ok=True)
+    with api_client(api_url, api_key) as client:
+        for name in ("metrics.json", "metrics_summary.json"):
+            response = request_raw(client, f"/api/v1/batches/{batch_id}/{name}")
+            (out / name).write_bytes(response.content)
+            console.print(f"wrote {out / name}")
+
+
+def cancel(batch_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = None) -> None:
+    """Cancel a batch: queued work is dropped, finished scores are kept."""
+    with api_client(api_url, api_key) as client:
+        view = request(client.post, f"/api/v1/batches/{batch_id}/cancel")
+    console.print(f"batch {batch_id} is {view['status']}")

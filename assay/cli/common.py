@@ -1,0 +1,243 @@
+"""What every command shares: the console (stderr), the API client and its errors, progress bars, summary tables."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+console = Console(stderr=True)
+
+
+ApiUrl = Annotated[str, typer.Option(envvar="ASSAY_API_URL", help="Base URL of the Assay API.")]
+
+
+ApiKey = Annotated[Optional[str], typer.Option(envvar="ASSAY_API_KEY", help="API key (bearer).")]
+
+
+def fail(message: str, code: int = 2) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("pass {task.fields[passed]} · fail {task.fields[failed]} · errored {task.fields[errored]}"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+LIVE_AUTO_MAX_ITEMS = 500
+
+
+def live_printer(bar: Progress, live: bool | None, total: int | None):  # type: ignore[no-untyped-def]
+    """Prints finished results' live lines above the progress bar (design 000's live results)."""
+    state = {"shown": 0}
+
+    def show(results: list[tuple[Any, list[str]]]) -> None:
+        for label, lines in results:
+            if live is False or (live is None and state["shown"] >= LIVE_AUTO_MAX_ITEMS):
+                return
+            state["shown"] += 1
+            bar.console.print(f"[bold]{label}[/bold]")
+            for line in lines:
+                bar.console.print(f"  {line}", highlight=False, markup=False)
+
+    return show
+
+
+def summary_table(view: dict[str, Any]) -> Table:
+    progress = view.get("progress") or {}
+    summary = view.get("summary") or {}
+    table = Table(title=f"batch {view['batch_id']} · suite {view['suite']} · {view['status']}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for key in ("total", "completed", "passed", "failed", "errored", "cancelled", "partial"):
+        table.add_row(key, str(progress.get(key, "")))
+    if summary.get("pass_rate") is not None:
+        table.add_row("pass rate", f"{100 * summary['pass_rate']:.1f}%")
+    if summary.get("mean_total") is not None:
+        table.add_row("mean total", f"{summary['mean_total']:.3f}")
+    for name, comp in (summary.get("components") or {}).items():
+        mean = comp.get("mean")
+        table.add_row(
+            f"{name} mean / median",
+            f"{mean:.3f} / {comp.get('median'):.3f}" if mean is not None else f"skipped {comp.get('skipped', 0)}",
+        )
+    table.add_row("cost (USD)", f"{summary.get('cost_usd', 0.0):.4f}")
+    table.add_row("criteria hash", view["criteria_hash"][:16] + "…")
+    return table
+
+
+def suite_path(suite: str) -> Path | None:
+    """The suite file a --suite value names, or None for an installed suite's name."""
+    return Path(suite) if "/" in suite or suite.endswith((".yaml", ".yml", ".json")) else None
+
+
+def report_domain_error(exc: Any) -> None:
+    console.print(f"[red]error:[/red] {exc.message}")
+    for bad in (exc.details or {}).get("bad_lines", [])[:20]:
+        console.print(f"  line {bad['line']}: {bad['reason']}")
+
+
+def api_client(api_url: str, api_key: str | None):  # type: ignore[no-untyped-def]
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(base_url=api_url, headers=headers, timeout=httpx.Timeout(60.0, read=600.0))
+
+
+def check(response: Any) -> Any:
+    if response.status_code >= 400:
+        try:
+            body = response.json()
+        except ValueError:
+            fail(f"HTTP {response.status_code}: {response.text[:500]}")
+        console.print(f"[red]error {response.status_code}:[/red] {body.get('message', body)}")
+        for bad in (body.get("details") or {}).get("bad_lines", [])[:20]:
+            console.print(f"  line {bad['line']}: {bad['reason']}")
+        raise typer.Exit(1)
+    return response.json() if response.content else None
+
+
+def request(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    import httpx
+
+    try:
+        return check(fn(*args, **kwargs))
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API: {exc}")
+
+
+def upload_with_progress(path: Path, chunk_bytes: int = 1 << 20):  # type: ignore[no-untyped-def]
+    """The file's bytes, streamed, with a progress bar; then a spinner while the API commits."""
+    from rich.progress import DownloadColumn, TransferSpeedColumn
+
+    size = path.stat().st_size
+    with Progress(
+        TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=console, transient=True
+    ) as bar:
+        task = bar.add_task("upload", total=size)
+        with path.open("rb") as handle:
+            while chunk := handle.read(chunk_bytes):
+                bar.update(task, advance=len(chunk))
+                yield chunk
+    console.print(f"uploaded {size / 1024**2:.1f} MiB; waiting for the API to validate and store it")
+
+
+def watch(client: Any, batch_id: str, live: bool | None = None) -> dict[str, Any]:
+    with progress_bar() as bar:
+        task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
+        printer = live_printer(bar, live, total=None)
+        seen_until = "1970-01-01T00:00:00Z"
+        while True:
+            view = request(client.get, f"/api/v1/batches/{batch_id}")
+            if live is not False:
+                page = request(
+                    client.get,
+                    f"/api/v1/batches/{batch_id}/results",
+                    params={"status": "finished", "finished_after": seen_until, "limit": 500},
+                )
+                if page["results"]:
+                    seen_until = page["results"][-1]["completed_at"]
+                    printer([(r.get("external_id") or f"#{r['position']}", r["live"] or []) for r in page["results"]])
+            p = view["progress"]
+            bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
+            if view["status"] not in ("planning", "running"):
+                return view
+            time.sleep(1.0)
+
+
+def print_estimate(estimate: dict[str, Any], budget: float | None) -> None:
+    console.print(
+        f"estimate: {estimate['items']} item(s), {estimate['judge_calls']} judge call(s), "
+        f"~{estimate['input_tokens']:,} input + ~{estimate['output_tokens']:,} output tokens "
+        f"({estimate['output_basis']}), ~${estimate['cost_usd']:.4f} on the {estimate['lane']} lane"
+    )
+    for note in estimate.get("notes", []):
+        console.print(f"  {note}", highlight=False)
+    if budget is not None and estimate["cost_usd"] > budget:
+        console.print(f"[yellow]the estimate exceeds the ${budget:.4f} budget: judge calls will stop there[/yellow]")
+
+
+def download_csv(client: Any, path: str, params: dict[str, Any], target: Path) -> None:
+    """Stream ``path``'s CSV export (``format=csv``) into ``target``."""
+    import httpx
+
+    try:
+        with client.stream("GET", path, params={**params, "format": "csv"}) as response:
+            if response.status_code >= 400:
+                response.read()
+                check(response)
+            with target.open("w", newline="") as sink:
+                for text in response.iter_text():
+                    sink.write(text)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API: {exc}")
+
+
+def request_raw(client: Any, path: str) -> Any:
+    import httpx
+
+    try:
+        response = client.get(path)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API: {exc}")
+    check(response)
+    return response
+
+
+def changes_table(title: str, rows: list[dict[str, Any]], old: str, new: str) -> Table:
+    """Items whose total changed (diff: ``old``/``new`` = old/new; compare: a/b), with flip and noise flag."""
+    table = Table(title=title)
+    table.add_column("item")
+    for name in (old, new, "delta"):
+        table.add_column(name, justify="right")
+    table.add_column("flip")
+    table.add_column("beyond noise")
+    for r in rows:
+        table.add_row(
+            escape(r["external_id"] or r.get("item_id") or ""),  # user text, not markup
+            f"{r[f'{old}_total']:.3f}", f"{r[f'{new}_total']:.3f}", f"{r['delta']:+.3f}", r["flip"] or "",
+            beyond_cell(r["beyond_noise"]),
+        )
+    return table
+
+
+def beyond_cell(flag: bool | None) -> str:
+    """An item's change against the per-item noise floor: yes, no, or – (not measured)."""
+    return "–" if flag is None else "yes" if flag else "no"
+
+
+def mean_cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def difference_cell(d: dict[str, Any]) -> str:
+    """A mean difference with its 95 % interval and the noise floor beside it (compare and diff)."""
+    text = signed(d["mean_difference"])
+    if d["ci_low"] is not None:
+        text += f" [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+    elif d["interval_note"]:
+        text += f" ({d['interval_note']})"
+    if d.get("noise_floor") is not None:
+        verdict = "beyond" if d["beyond_noise"] else "within"
+        text += f" · noise floor ±{d['noise_floor']:.3f}: {verdict} the judge's noise"
+    elif d.get("noise_note"):
+        text += f" · {d['noise_note']}"
+    return text
+
+
+def signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.3f}"

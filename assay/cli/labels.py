@@ -1,0 +1,86 @@
+"""``assay labels``: human labels, and how the judge agrees with them (through the API)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from assay.cli.common import ApiKey, ApiUrl, api_client, console, fail, request
+
+labels_cli = typer.Typer(help="Human labels, and how the judge agrees with them (through the API).", no_args_is_help=True)
+
+
+LABEL_TYPES = {".csv": "text/csv", ".jsonl": "application/x-ndjson", ".ndjson": "application/x-ndjson"}
+
+
+@labels_cli.command("push")
+def labels_push(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="A .csv or .jsonl file.")],
+    suite: Annotated[str, typer.Option("--suite", "-s")],
+    partial: Annotated[bool, typer.Option(help="Store the good rows when some are bad.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Upload human labels (POST /api/v1/suites/{name}/labels): CSV or JSONL, by the file's extension.
+    Rows: item_id (or batch_id and external_id), passed and/or score (0..1), annotator, comment."""
+    content_type = LABEL_TYPES.get(file.suffix.lower())
+    if content_type is None:
+        fail(f"{file.name}: name a .csv, .jsonl or .ndjson file (the extension decides the format)")
+    with api_client(api_url, api_key) as client:
+        out = request(
+            client.post,
+            f"/api/v1/suites/{suite}/labels",
+            params={"partial": str(partial).lower()},
+            content=file.read_bytes(),
+            headers={"Content-Type": content_type},
+        )
+    console.print(
+        f"suite {out['suite']}: {out['accepted']} label(s) stored ({out['created']} new, {out['replaced']} replaced)"
+        + (f", {out['rejected']} bad row(s)" if out["rejected"] else "")
+    )
+    for bad in out["bad_lines"][:20]:
+        console.print(f"  line {bad['line']}: {bad['reason']}")
+
+
+def _ratio(value: float | None, reason: str | None = None) -> str:
+    return f"{value:.3f}" if value is not None else f"- ({reason})" if reason else "-"
+
+
+@labels_cli.command("agreement")
+def labels_agreement(
+    suite: Annotated[str, typer.Option("--suite", "-s")],
+    criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (default: every labelled one).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON report.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """How the suite's machine verdicts agree with its human labels, per criteria hash
+    (GET /api/v1/suites/{name}/agreement): accuracy, Cohen's kappa, Spearman, confusion matrix,
+    ties and the disagreeing items."""
+    params = {"criteria_hash": criteria_hash} if criteria_hash else {}
+    with api_client(api_url, api_key) as client:
+        report = request(client.get, f"/api/v1/suites/{suite}/agreement", params=params)
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    typer.echo(f"suite {report['suite']}: {report['labels']} label(s) on {report['labelled_items']} item(s)")
+    if not report["hashes"]:
+        typer.echo("no labelled item has a completed machine score yet")
+    for h in report["hashes"]:
+        current = " (current)" if h["criteria_hash"] == report["current_criteria_hash"] else ""
+        c = h["confusion"]
+        rho = h["spearman"]
+        typer.echo(f"\ncriteria {h['criteria_hash'][:12]}{current}, pass at {h['threshold']:g}")
+        typer.echo(f"  compared {h['compared_items']}, ties {h['ties']['count']}, labelled but not scored {h['unscored_items']}")
+        typer.echo(f"  accuracy {_ratio(h['accuracy'])}   kappa {_ratio(h['kappa'], h['kappa_reason'])}")
+        typer.echo(f"  spearman {_ratio(rho['rho'], rho['reason'])}" + (f" (p {rho['p_value']:.3g}, {rho['pairs']} pairs)" if rho["rho"] is not None else ""))
+        typer.echo("                 people pass  people fail")
+        typer.echo(f"  machine pass   {c['machine_pass_human_pass']:>11}  {c['machine_pass_human_fail']:>11}")
+        typer.echo(f"  machine fail   {c['machine_fail_human_pass']:>11}  {c['machine_fail_human_fail']:>11}")
+        for e in h["disagreeing"]["items"][:20]:
+            machine = "pass" if e["machine_passed"] else "fail"
+            people = "pass" if e["human_passed"] else "fail"
+            typer.echo(f"  disagrees: {e['external_id'] or e['item_id']}  machine {machine} ({_ratio(e['machine_total'])}), people {people} ({e['human_pass_votes']}-{e['human_fail_votes']})")

@@ -1,0 +1,117 @@
+"""Re-scoring through the API: ``rescore`` (as the nightly run does) and ``diff`` (two criteria hashes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assay.cli.common import (
+    ApiKey,
+    ApiUrl,
+    api_client,
+    changes_table,
+    console,
+    difference_cell,
+    download_csv,
+    fail,
+    mean_cell,
+    print_estimate,
+    request,
+    summary_table,
+    watch,
+)
+
+
+def rescore(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite to re-score under its current criteria.")],
+    stale_only: Annotated[
+        bool, typer.Option(help="Only items scored under older criteria (not never-scored ones).")
+    ] = False,
+    partial: Annotated[
+        bool, typer.Option(help="Also items whose current score is partial (judge skipped for lack of a key).")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option(help="Only print the count and the estimated calls, tokens, dollars.")] = False,
+    lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
+    budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
+    wait: Annotated[bool, typer.Option(help="Show progress until the run's batch finishes.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Re-score a suite's stale (and never-scored) items under its current criteria, as the nightly
+    run does; old scores are kept as history. Prints the run's batch id."""
+    if lane not in ("realtime", "batch"):
+        fail(f"--lane must be realtime or batch, not {lane!r}")
+    body = {"suite": suite, "stale_only": stale_only, "partial": partial, "dry_run": dry_run, "lane": lane, "budget_usd": budget}
+    with api_client(api_url, api_key) as client:
+        out = request(client.post, "/api/v1/rescore", json=body)
+        console.print(f"suite {out['suite']} · criteria {out['criteria_hash'][:12]} · {out['selection']}")
+        print_estimate(out["estimate"], budget)
+        if out["batch_id"] is None:
+            console.print("dry run: nothing was created" if dry_run else "nothing to re-score")
+            return
+        console.print(f"re-scoring batch [bold]{out['batch_id']}[/bold]")
+        print(out["batch_id"])
+        if wait:
+            console.print(summary_table(watch(client, out["batch_id"], live=False)))
+
+
+def _diff_summary_table(diff: dict[str, Any]) -> Table:
+    s = diff["summary"]
+    table = Table(title=f"criteria {diff['from_hash'][:12]}… → {diff['to_hash'][:12]}… · suite {diff['suite'] or 'any'}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("items compared", str(s["items_compared"]))
+    table.add_row("only under from / only under to", f"{s['items_only_from']} / {s['items_only_to']}")
+    table.add_row("mean total old → new", f"{mean_cell(s['mean_old_total'])} → {mean_cell(s['mean_new_total'])}")
+    table.add_row("mean delta [95 % CI]", difference_cell({**s, "mean_difference": s["mean_delta"]}))
+    table.add_row("wins / ties / losses of to", f"{s['wins']} / {s['ties']} / {s['losses']}")
+    table.add_row("pass→fail / fail→pass", f"{s['pass_to_fail']} / {s['fail_to_pass']} · McNemar p = {s['mcnemar_p_value']:.4g}")
+    for c in s["components"]:
+        table.add_row(f"{escape(c['component'])} shift (n={c['n']})", difference_cell({**c, "mean_difference": c["mean_shift"]}))
+    if s["item_noise_floor"] is not None:
+        table.add_row("per-item noise floor", f"±{s['item_noise_floor']:.3f}")
+    for side in ("from", "to"):
+        if s[f"components_only_{side}"]:
+            table.add_row(f"components only under {side}", ", ".join(s[f"components_only_{side}"]))
+    table.add_row("cost of the run (USD)", f"{s['cost_usd']:.4f}")
+    table.add_row("same items under from (USD)", f"{s['cost_usd_from']:.4f}")
+    return table
+
+
+def diff(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Compare this suite's scores only.")],
+    from_hash: Annotated[str, typer.Option("--from", help="Old criteria hash, or a unique prefix (8+ hex characters).")],
+    to_hash: Annotated[str, typer.Option("--to", help="New criteria hash, or a unique prefix (8+ hex characters).")],
+    csv_file: Annotated[
+        Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every compared item to this CSV file (streamed).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many items to list by |delta| and how many flips.")] = 10,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Compare the scores of two criteria hashes over the items scored under both.
+
+    Counts the latest completed score per item and hash. Prints the items compared (and those scored
+    under only one hash), mean totals and delta with its bootstrap 95 % interval, wins / ties / losses,
+    pass→fail and fail→pass flips with McNemar's exact test, the mean shift of each component the two
+    criteria share with its interval, the judge's noise floor beside each mean (or "no noise floor
+    measured" without `assay calibrate` on both hashes) and the cost of the new run; then the items
+    whose total moved most and the items that flipped.
+    """
+    params = {"suite": suite, "from": from_hash, "to": to_hash, "limit": limit}
+    with api_client(api_url, api_key) as client:
+        moved = request(client.get, "/api/v1/criteria/diff", params=params)
+        flips = request(client.get, "/api/v1/criteria/diff", params={**params, "flips_only": "true"})
+        console.print(_diff_summary_table(moved))
+        if moved["items"]:
+            console.print(changes_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"], "old", "new"))
+        if flips["items"]:
+            console.print(changes_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"], "old", "new"))
+        if csv_file is None:
+            return
+        download_csv(client, "/api/v1/criteria/diff", params, csv_file)
+    console.print(f"{moved['summary']['items_compared']} compared items written to [bold]{csv_file}[/bold]")

@@ -1,0 +1,177 @@
+"""How far to trust a score, through the API: ``calibrate`` and ``noise`` (the judge's noise), ``compare`` (two batches)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assay.cli.common import (
+    ApiKey,
+    ApiUrl,
+    api_client,
+    changes_table,
+    console,
+    difference_cell,
+    download_csv,
+    fail,
+    mean_cell,
+    print_estimate,
+    request,
+)
+
+
+def _noise_table(floor: dict[str, Any]) -> Table:
+    table = Table(title=f"judge noise · criteria {floor['criteria_hash'][:12]} · run {floor['calibration_run_id'][:8]}")
+    for column in ("component", "σw", "items"):
+        table.add_column(column)
+
+    def sigma(value: float | None) -> str:
+        return f"{value:.4f}" if value is not None else "—"
+
+    for name, value in floor["sigma_w"].items():
+        table.add_row(name, sigma(value), str(floor["items_by_component"].get(name, 0)))
+    table.add_row("total", sigma(floor["sigma_w_total"]), str(floor["items"]))
+    flips = floor["flip_share"]
+    table.caption = (
+        f"{floor['repeats']} repeats per item; pass/fail flipped on "
+        + (f"{100 * flips:.1f}% of items" if flips is not None else "— (no item had two completed repeats)")
+    )
+    return table
+
+
+def calibrate(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose judge noise to measure (current criteria).")],
+    sample: Annotated[int, typer.Option(min=1, max=1000, help="Stored items to judge (chosen by item id hash).")],
+    repeats: Annotated[int, typer.Option(min=2, max=20, help="Times each item is judged.")],
+    budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
+    lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
+    dry_run: Annotated[bool, typer.Option(help="Only print the sample size and the estimated calls, tokens, dollars.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait for the run to finish and print the noise it measured.")] = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Measure the judge's noise: judge SAMPLE stored items of a suite REPEATS times each under its
+    current criteria (the same items every time: the smallest SHA-256 of suite and item id). When the
+    run's batch finishes, the pooled within-item standard deviation σw of each judge component and of
+    the total, and the share of items whose pass/fail flipped, are stored (`GET /api/v1/suites/{name}/noise`).
+    Prints the run's id."""
+    if lane not in ("realtime", "batch"):
+        fail(f"--lane must be realtime or batch, not {lane!r}")
+    body = {"sample": sample, "repeats": repeats, "budget_usd": budget, "lane": lane, "dry_run": dry_run}
+    with api_client(api_url, api_key) as client:
+        out = request(client.post, f"/api/v1/suites/{suite}/calibrations", json=body)
+        console.print(f"suite {out['suite']} · criteria {out['criteria_hash'][:12]} · {out['sample']} item(s) × {out['repeats']}")
+        print_estimate(out["estimate"], budget)
+        run = out["calibration"]
+        if run is None:
+            console.print("dry run: nothing was created")
+            return
+        console.print(f"calibration run [bold]{run['id']}[/bold] (batch {run['batch_id']})")
+        print(run["id"])
+        if not wait:
+            return
+        while run["status"] == "running":
+            time.sleep(1.0)
+            run = request(client.get, f"/api/v1/suites/{out['suite']}/calibrations/{run['id']}")
+        if run["noise"] is None:
+            fail(f"calibration run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a noise estimate", 1)
+        console.print(_noise_table(run["noise"]))
+
+
+def noise(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose measured judge noise to show.")],
+    criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (64 hex characters).")] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """The judge's noise floor of each criteria hash of a suite (its latest calibration run)."""
+    with api_client(api_url, api_key) as client:
+        out = request(
+            client.get, f"/api/v1/suites/{suite}/noise", params={"criteria_hash": criteria_hash} if criteria_hash else None
+        )
+    if not out["noise"]:
+        console.print(out["note"])
+        return
+    for floor in out["noise"]:
+        current = " (current)" if floor["criteria_hash"] == out["current_criteria_hash"] else ""
+        console.print(_noise_table(floor), f"criteria {floor['criteria_hash']}{current}")
+
+
+def _compare_table(report: dict[str, Any]) -> Table:
+    a, b = report["a"], report["b"]
+    table = Table(title=f"batch b {b['batch_id']} against batch a {a['batch_id']} (differences are b − a)")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name, side in (("a", a), ("b", b)):
+        table.add_row(f"batch {name}", f"{escape(side['suite'])} · {side['criteria_hash'][:12]}… · {side['status']}")
+        c = side["counts"]
+        table.add_row(
+            f"  scores of {name}",
+            f"{c['usable']} usable · {c['partial']} partial · {c['failed']} failed · {c['pending']} pending · "
+            f"{c['cancelled']} cancelled",
+        )
+        table.add_row(
+            f"  unmatched in {name}",
+            f"{c['only_here']} only here · {c['no_external_id']} without an external id · "
+            f"{c['repeated_external_id']} with a repeated one",
+        )
+    table.add_row("pairs matched / paired / excluded", f"{report['matched']} / {report['paired']} / {report['excluded']}")
+    total = report["total"]
+    table.add_row("mean total a → b", f"{mean_cell(total['mean_a'])} → {mean_cell(total['mean_b'])}")
+    table.add_row("mean difference [95 % CI]", difference_cell(total))
+    table.add_row("wins / ties / losses of b", f"{report['wins']} / {report['ties']} / {report['losses']}")
+    rate = report["pass_rate"]
+    table.add_row("pass rate a → b", f"{mean_cell(rate['mean_a'])} → {mean_cell(rate['mean_b'])}")
+    table.add_row("pass-rate difference [95 % CI]", difference_cell(rate))
+    m = report["mcnemar"]
+    table.add_row("McNemar (pass→fail / fail→pass)", f"{m['pass_to_fail']} / {m['fail_to_pass']} · p = {m['p_value']:.4g}")
+    for c in report["components"]:
+        table.add_row(f"{escape(c['name'])} shift (n={c['n']})", difference_cell(c))
+    for side in ("a", "b"):
+        if report[f"components_only_{side}"]:
+            table.add_row(f"components only in {side}", escape(", ".join(report[f"components_only_{side}"])))
+    if report["item_noise_floor"] is not None:
+        table.add_row("per-item noise floor", f"±{report['item_noise_floor']:.3f}")
+    return table
+
+
+def compare(
+    batch_a: Annotated[str, typer.Argument(help="The baseline batch id.")],
+    batch_b: Annotated[str, typer.Argument(help="The batch compared against it.")],
+    csv_file: Annotated[
+        Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every pair to this CSV file (streamed).")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="How many moved and flipped items to list.")] = 10,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Compare BATCH_B against BATCH_A pair by pair (items matched by external id, each batch's own scores).
+
+    Prints the pairs matched and left out (partial, failed, pending; items in one batch only), the mean
+    difference of the total with its bootstrap 95 % interval, wins / ties / losses, the pass-rate
+    difference with McNemar's exact test, each shared component's shift, and beside each mean difference
+    the judge's noise floor (or "no noise floor measured" without `assay calibrate`); then the items that
+    moved most and those that flipped. Warns when the batches have different criteria or suites.
+    """
+    params = {"a": batch_a, "b": batch_b}
+    with api_client(api_url, api_key) as client:
+        report = request(client.get, "/api/v1/compare", params=params)
+        for warning in report["warnings"]:
+            console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        console.print(_compare_table(report))
+        if report["moved_most"]:
+            moved = report["moved_most"][:limit]
+            console.print(changes_table(f"moved most ({len(moved)} of {report['paired']})", moved, "a", "b"))
+        if report["flipped"]:
+            flipped = report["flipped"][:limit]
+            flips = report["mcnemar"]["pass_to_fail"] + report["mcnemar"]["fail_to_pass"]
+            console.print(changes_table(f"flipped ({len(flipped)} of {flips})", flipped, "a", "b"))
+        if csv_file is None:
+            return
+        download_csv(client, "/api/v1/compare", params, csv_file)
+    console.print(f"every pair written to [bold]{csv_file}[/bold]")
