@@ -122,7 +122,7 @@ def _safe(fn: Any) -> Any:
 def score_finished(
     suite: str, status: str, passed: bool | None, cost_usd: float | None = None, *, calibration: bool = False
 ) -> None:
-    """A score reached a final status (pipeline.finalize_score). A calibration repeat counts its cost
+    """A score reached a final status (pipeline.finalize.finalize_scores). A calibration repeat counts its cost
     only: it is no machine outcome."""
     if calibration:
         if cost_usd:
@@ -333,8 +333,7 @@ def render(
     """The ``/metrics`` body and its content type: every process's counts (multiprocess mode) or this
     process's, plus the live gauges (the breaker's when ``breaker_status`` is given, the open review
     queue per suite when ``review_open`` is)."""
-    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-    from prometheus_client import multiprocess
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest, multiprocess
 
     registry = CollectorRegistry(auto_describe=False)
     if multiprocess_dir():
@@ -349,8 +348,7 @@ def render(
 
 def start_worker_exporter(port: int, addr: str = "0.0.0.0") -> None:
     """Serve this worker's own ``/metrics`` (for workers on hosts that share no directory with the API)."""
-    from prometheus_client import REGISTRY, start_http_server
-    from prometheus_client import multiprocess
+    from prometheus_client import REGISTRY, multiprocess, start_http_server
 
     registry = REGISTRY
     if multiprocess_dir():

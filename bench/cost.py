@@ -11,7 +11,7 @@ the in-thread fake Anthropic API (tests/fakes/anthropic_server.py), each lane st
 prompt cache (the fake is reset in between):
 
 1. realtime lane: one ``run_judge`` call per item, the JudgeRequest built as the judge worker builds
-   it (``assay.scoring.scorer._judge``), with an in-process breaker and governor;
+   it (``assay.scoring.pipeline.scorer._judge``), with an in-process breaker and governor;
 2. batch lane: the same requests as one Message Batch (params as ``assay.scoring.rescoring.batch_lane.prepare``
    builds them), polled until it ends, its results read and priced as ``batch_lane.apply_results``
    does (``cost_usd(usage) * batch_discount``).
@@ -52,9 +52,9 @@ from assay.scoring.judge.service import (
     usage_of,
 )
 from assay.scoring.kinds import get_kind
-from assay.scoring.pipeline import cache_read_ratio
+from assay.scoring.pipeline.components import cache_read_ratio
+from assay.scoring.pipeline.scorer import judge_inputs_for, render_judge_prompt
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
-from assay.scoring.scorer import judge_inputs_for, render_judge_prompt
 from assay.scoring.suites.loader import (
     ModelCatalog,
     ModelPrice,

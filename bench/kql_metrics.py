@@ -27,7 +27,8 @@ from assay.scoring.intake.datasets import Table
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import offline
 from assay.scoring.kql.parser import _parse_cached
-from assay.scoring.metrics.registry import MetricContext, build_metric, registered_metrics
+from assay.scoring.metrics.catalog import build_metric, registered_metrics
+from assay.scoring.metrics.registry import MetricContext
 
 NOW = datetime(2007, 12, 31, tzinfo=timezone.utc)
 STATES = ["TEXAS", "KANSAS", "IOWA", "OHIO", "FLORIDA", "UTAH", "MAINE", "IDAHO", "OREGON", "NEVADA"]

@@ -85,8 +85,9 @@ def score_cases(
     case, or ``cases``), the datasets' rows shuffled with ``seed``; ``loader``: dataset name ->
     tables, instead of the shipped files."""
     from assay.scoring.kinds.kql import KIND
-    from assay.scoring.metrics.registry import MetricContext, build_metric
-    from assay.scoring.pipeline import component_pass_blockers
+    from assay.scoring.metrics.catalog import build_metric
+    from assay.scoring.metrics.registry import MetricContext
+    from assay.scoring.pipeline.finalize import component_pass_blockers
     from assay.scoring.suites.loader import load_suite
 
     if loader is None:

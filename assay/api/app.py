@@ -32,6 +32,9 @@ from assay.api.routes import calibration as calibration_routes
 from assay.api.routes import compare as compare_routes
 from assay.api.routes import labels as label_routes
 from assay.api.security import install_security
+
+# Imported for their hooks: a suite query's carried-over score or a cancel can finalize scores here too.
+from assay.scoring import features  # noqa: F401
 from assay.scoring.store.db import transaction
 from assay.scoring.suites.criteria import register_all_suites
 from assay.settings import get_settings

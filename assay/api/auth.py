@@ -21,7 +21,7 @@ from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from assay.api.dashboard.session import cookie_user, matching_key
+from assay.api.signin_sessions import cookie_user, matching_key
 from assay.api.throttle import get_throttle
 from assay.scoring.errors import Unauthorized
 from assay.settings import ApiKey, Settings, get_settings

@@ -15,7 +15,7 @@ affected, cookie or not: a browser never adds ``Authorization: Bearer`` by itsel
 cannot make it send one (that needs a CORS preflight, which this API never grants), so the key is
 what the request acts with.
 
-The token of a session cookie is an HMAC of the session's id (``assay.api.dashboard.session``). A
+The token of a session cookie is an HMAC of the session's id (``assay.api.signin_sessions``). A
 proxy user has no session of ours: their token is ``<expiry>.<HMAC(user, expiry)>``, signed with the
 same secret, valid for ``ASSAY_SESSION_MAX_AGE_SECONDS`` and only for the user it was made for; each
 page gets a fresh one.
@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.api.auth import forwarded_user, is_trusted_proxy
-from assay.api.dashboard import session as cookie
+from assay.api import signin_sessions as cookie
 from assay.settings import Settings, get_settings
 
 CSRF_HEADER = "X-CSRF-Token"

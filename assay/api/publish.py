@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.components import ComponentRef
 
 
 def start_planner(batch_id: uuid.UUID) -> None:

@@ -18,7 +18,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.claims import renew_leases
+from assay.scoring.pipeline.components import ComponentRef
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,6 @@ def lease_keeper() -> LeaseKeeper:
     global _keeper, _keeper_pid
     with _keeper_lock:
         if _keeper is None or _keeper_pid != os.getpid():
-            from assay.scoring import pipeline
             from assay.scoring.store.db import transaction
             from assay.settings import get_settings
 
@@ -117,7 +117,7 @@ def lease_keeper() -> LeaseKeeper:
 
             def renew(owners: Collection[str]) -> set[tuple[object, str, str]]:
                 with transaction() as session:
-                    return pipeline.renew_leases(session, owners, judge_seconds=judge, metrics_seconds=metrics)
+                    return renew_leases(session, owners, judge_seconds=judge, metrics_seconds=metrics)
 
             _keeper, _keeper_pid = LeaseKeeper(renew, heartbeat_interval(judge, metrics)), os.getpid()
         return _keeper

@@ -19,10 +19,10 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from assay import observability
-from assay.scoring import pipeline
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, compute
+from assay.scoring.pipeline.claims import claim_many
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.scorer import WorkUnit, compute
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.settings import get_settings
 from assay.workers.app import Queue
@@ -83,7 +83,7 @@ def run_metric_group(task_id: str | None, pairs: Sequence[Sequence[str]], enqueu
     with after_commits_gathered():
         # One transaction claims and reads the work; it commits (the leases are visible) before computing.
         with transaction() as session:
-            claims = pipeline.claim_many(session, refs, owner, lease)
+            claims = claim_many(session, refs, owner, lease)
             works = claimed_works(session, refs, claims, owner)
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:

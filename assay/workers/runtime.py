@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_shutdown
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from assay.per_process import PerProcess
-from assay.scoring.scorer import JudgeRuntime
+from assay.scoring.pipeline.hooks import registered_hooks
+from assay.scoring.pipeline.scorer import JudgeRuntime
 from assay.scoring.store.db import reserve_connections, reset_engine
 from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 def judge_runtime() -> JudgeRuntime:
@@ -94,6 +98,12 @@ def _size_db_pool(sender: object = None, **_: object) -> None:
     # A threads pool runs `concurrency` tasks in this one process, each needing a connection at times.
     reserve_connections(int(getattr(sender, "concurrency", 0) or 0) + 2)
     reset_engine()
+
+
+@worker_ready.connect
+def _log_pipeline_hooks(**_: object) -> None:
+    # A feature whose module a process never imported would miss its scores silently: say what is there.
+    log.info("pipeline hooks: %s", registered_hooks())
 
 
 @worker_process_init.connect

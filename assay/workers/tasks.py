@@ -21,17 +21,22 @@ from sqlalchemy.exc import OperationalError
 from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from assay import observability
-from assay.scoring import pipeline
 
 # Imported with this module, in the worker's main thread before any task runs: two pool threads
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
+# Imported for their hooks: the review queue and calibration react to scores this worker lands.
+from assay.scoring import features  # noqa: F401
 from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.claims import Claim, claim_many
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.planning import plan_chunk
+from assay.scoring.pipeline.reconcile import note_planner_waiting
+from assay.scoring.pipeline.reconcile import reconcile as pipeline_reconcile
+from assay.scoring.pipeline.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.rescoring import rescore
-from assay.scoring.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.scoring.suites.criteria import register_all_suites
@@ -130,11 +135,11 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
         depths = queue_depths()
         if depths is None or max(depths[Queue.METRICS], depths[Queue.JUDGE]) > settings.max_queue_depth:
             with transaction() as session:
-                pipeline.note_planner_waiting(session, uuid.UUID(batch_id))
+                note_planner_waiting(session, uuid.UUID(batch_id))
             _plan_later(batch_id, countdown=2.0)
             return
         with transaction() as session:
-            step = pipeline.plan_chunk(session, uuid.UUID(batch_id), settings.plan_chunk_size)
+            step = plan_chunk(session, uuid.UUID(batch_id), settings.plan_chunk_size)
         enqueuer.enqueue(step.refs)
         if step.finished:
             return
@@ -150,7 +155,7 @@ def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore
     refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, Queue.JUDGE.value) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
     slots = call_slots()
-    deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
+    deferred: dict[ComponentRef, tuple[JudgeDeferred, Claim]] = {}
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
     with after_commits_gathered():
         # A group larger than the call slots runs in parts, each claimed once its calls can all start.
@@ -173,7 +178,7 @@ def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore
 
 def _run_part(
     refs: list[ComponentRef], owner: str, slots: CallSlots
-) -> dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]]:
+) -> dict[ComponentRef, tuple[JudgeDeferred, Claim]]:
     """Claim, judge and land ``refs``; returns the deferred ones (breaker open, rate limit) with
     their claims, for the caller to defer together."""
     lease = get_settings().judge_lease_seconds
@@ -182,7 +187,7 @@ def _run_part(
     try:
         # One transaction claims and reads the work; it commits (the leases are visible) before the slow part.
         with transaction() as session:
-            claims = pipeline.claim_many(session, refs, owner, lease, check_budget=True)
+            claims = claim_many(session, refs, owner, lease, check_budget=True)
             works = claimed_works(session, refs, claims, owner)
         busy = [(ref, claim.retry_in) for ref, claim in claims.items() if claim.state == "busy"]
         if busy:
@@ -190,7 +195,7 @@ def _run_part(
         runtime = _group_runtime(works)
         slots.give(held - len(works))
         held = 0  # from here each of the works' calls gives its slot back when it ends
-        deferred: dict[ComponentRef, tuple[JudgeDeferred, pipeline.Claim]] = {}
+        deferred: dict[ComponentRef, tuple[JudgeDeferred, Claim]] = {}
         keeper = lease_keeper()
         # The process's heartbeat renews these leases while this task runs them, and no longer.
         with keeper.holding(owner, works, lease):
@@ -317,14 +322,14 @@ def reconcile(self) -> dict[str, int]:
         # message was published since are sent twice, which their claim makes harmless.
         log.warning("the broker lost its messages (restarted empty, or new): re-sending all pending work")
         with transaction() as session:
-            report = pipeline.reconcile(session, requeue_after_seconds=0, limit=RESEND_ALL_LIMIT)
+            report = pipeline_reconcile(session, requeue_after_seconds=0, limit=RESEND_ALL_LIMIT)
     else:
         depths = queue_depths()
         # A pending component whose message still waits in a backlogged queue is not lost: re-sending
         # it would only lengthen the queue (and make more look lost). Lost ones are found once it drains.
         backlogged = set(Queue) if depths is None else {q for q, n in depths.items() if n > 0}
         with transaction() as session:
-            report = pipeline.reconcile(
+            report = pipeline_reconcile(
                 session, requeue_after_seconds=settings.requeue_after_seconds, skip_pending_in=backlogged
             )
     enqueuer.enqueue(report.refs)

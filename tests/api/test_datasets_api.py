@@ -1,7 +1,6 @@
 """Datasets: registered once by content hash; file paths only inside the data directory."""
 
 import duckdb
-import pytest
 
 ROWS = [{"State": "TEXAS", "EventType": "Hail", "Damage": 10}, {"State": "KANSAS", "EventType": "Tornado", "Damage": 99}]
 

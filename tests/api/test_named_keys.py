@@ -85,7 +85,7 @@ def test_a_bearer_request_acts_as_its_key_name(app):
 
 
 def test_a_dashboard_sign_in_keeps_the_key_name_and_renaming_the_key_signs_it_out(app, monkeypatch):
-    from assay.api.dashboard import session as cookie
+    from assay.api import signin_sessions as cookie
     from assay.scoring.store.db import transaction
     from assay.scoring.store.models import SignedInSession
 

@@ -19,8 +19,9 @@ from sqlalchemy import select
 
 from assay.scoring.kql import offline
 from assay.scoring.kql.execute import execute_kql
-from assay.scoring.pipeline import claim, land
-from assay.scoring.scorer import compute, load_work
+from assay.scoring.pipeline.claims import claim
+from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.scorer import compute, load_work
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, Item, Score, ScoreComponent
 from assay.scoring.suites.criteria import current_suite, load_criteria

@@ -279,7 +279,7 @@ def test_sign_out_without_the_token_is_refused_and_the_session_lives_on(app):
 def test_sessions_are_rows_an_operator_can_revoke(app):
     from sqlalchemy import update
 
-    from assay.api.dashboard import session as cookie
+    from assay.api import signin_sessions as cookie
     from assay.scoring.store.db import transaction
     from assay.scoring.store.models import SignedInSession
     from assay.settings import get_settings

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from assay.scoring import pipeline
+from assay.scoring.pipeline.planning import plan_chunk
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Item, Score
 from assay.scoring.suites.criteria import register_suite
@@ -83,7 +83,7 @@ def run_batches(client) -> None:
     for batch_id in list(client.planned):
         while True:
             with transaction() as session:
-                step = pipeline.plan_chunk(session, batch_id, 100)
+                step = plan_chunk(session, batch_id, 100)
             run_refs(step.refs)
             if step.finished:
                 break

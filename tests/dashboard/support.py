@@ -25,7 +25,7 @@ def judge_runtime(base_url: str) -> Any:
     from assay.scoring.judge.retry import RetryPolicy
     from assay.scoring.judge.service import make_client
     from assay.scoring.judge.wiring import build_breaker, build_governor
-    from assay.scoring.scorer import JudgeRuntime
+    from assay.scoring.pipeline.scorer import JudgeRuntime
     from assay.scoring.suites.loader import load_model_catalog
     from assay.settings import get_settings
 
@@ -43,14 +43,14 @@ def judge_runtime(base_url: str) -> Any:
 def score_in_process(batch_id: str | uuid.UUID, judge: Any = None) -> None:
     """Plan and score every component of a batch here, the way a worker would (judge skipped without
     a runtime)."""
-    from assay.scoring import pipeline
+    from assay.scoring.pipeline.planning import plan_chunk
     from assay.scoring.store.db import transaction
 
     batch_id = uuid.UUID(str(batch_id))
     refs = []
     while True:
         with transaction() as session:
-            step = pipeline.plan_chunk(session, batch_id, 500)
+            step = plan_chunk(session, batch_id, 500)
         refs += step.refs
         if step.finished:
             break
@@ -59,13 +59,14 @@ def score_in_process(batch_id: str | uuid.UUID, judge: Any = None) -> None:
 
 def score_refs(refs: list[Any], judge: Any = None) -> None:
     """Compute and land components (``ComponentRef``s), the way a worker would."""
-    from assay.scoring import pipeline
-    from assay.scoring.scorer import compute, load_work
+    from assay.scoring.pipeline.claims import claim as pipeline_claim
+    from assay.scoring.pipeline.landing import land
+    from assay.scoring.pipeline.scorer import compute, load_work
     from assay.scoring.store.db import transaction
 
     for ref in refs:
         with transaction() as session:
-            claim = pipeline.claim(session, ref, "test-owner", 60)
+            claim = pipeline_claim(session, ref, "test-owner", 60)
         if claim.state != "claimed":
             continue
         with transaction() as session:
@@ -73,7 +74,7 @@ def score_refs(refs: list[Any], judge: Any = None) -> None:
         assert work is not None
         result = compute(work, judge)
         with transaction() as session:
-            pipeline.land(session, ref, result, claim=claim)
+            land(session, ref, result, claim=claim)
 
 
 # --- the API as a subprocess ------------------------------------------------------------------------------

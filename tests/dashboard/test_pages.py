@@ -10,7 +10,8 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from assay.api.dashboard import queries, session as cookie
+from assay.api.dashboard import queries
+from assay.api import signin_sessions as cookie
 from assay.settings import unnamed_key_name
 from tests.conftest import API_KEY, REPO
 from tests.dashboard.support import judge_runtime, make_app, score_in_process, score_refs

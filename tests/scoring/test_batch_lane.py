@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy import func, select, update
 
-from assay.scoring.pipeline import BATCH_LANE_WAITING
+from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.rescoring import batch_lane
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, ProviderBatch, ScoreComponent

@@ -13,10 +13,12 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from assay.scoring import pipeline
 from assay.scoring.errors import InvalidInput, NotFound
 from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline.claims import claim
+from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.planning import plan_chunk
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, CalibrationRun, Score, ScoreComponent
 from assay.scoring.suites.loader import load_model_catalog
@@ -156,7 +158,7 @@ def test_judges_are_asked_every_repeat_metrics_carry_and_the_noise_is_stored(cle
     refs = []
     for _ in range(2):
         with transaction() as s:
-            refs += pipeline.plan_chunk(s, batch_id, chunk_size=100).refs
+            refs += plan_chunk(s, batch_id, chunk_size=100).refs
     # kql: three metrics (carried from each item's machine score) and one judge (never carried).
     assert {ref.component for ref in refs} == {"llm_grading"} and len(refs) == 9
     with transaction() as s:
@@ -177,9 +179,9 @@ def test_judges_are_asked_every_repeat_metrics_carry_and_the_noise_is_stored(cle
         value = JUDGE[index][repeat - 1]
         result = ComponentResult.failed("judge down") if value is None else ComponentResult.ok(value)
         with transaction() as s:
-            assert pipeline.claim(s, ref, "w", 60).state == "claimed"
+            assert claim(s, ref, "w", 60).state == "claimed"
         with transaction() as s:
-            pipeline.land(s, ref, result)
+            land(s, ref, result)
 
     with transaction() as s:
         run = s.get(CalibrationRun, run_id)

@@ -10,9 +10,12 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from assay.scoring import pipeline
 from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline.claims import claim
+from assay.scoring.pipeline.components import ComponentRef, pending_score
+from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.planning import create_components
 from assay.scoring.rescoring import rescore
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Score, ScoreComponent, utcnow
@@ -51,22 +54,22 @@ def kql(clean_db):  # type: ignore[no-untyped-def]
         register_suite(s, load_suite(CONFIG, "kql", env={}))
 
 
-def result_for(ref: pipeline.ComponentRef, judge: ComponentResult | None = None) -> ComponentResult:
+def result_for(ref: ComponentRef, judge: ComponentResult | None = None) -> ComponentResult:
     """Distinct, recognisable results: each metric 0.5 with its own note; the judge as given (ok 0.8)."""
     if ref.queue == "judge":
         return judge or ComponentResult.ok(0.8, {"reasoning": "fine", "model": "m", "calls": 1})
     return ComponentResult.ok(0.5, {"note": ref.component})
 
 
-def land_refs(refs: list[pipeline.ComponentRef], judge: dict[uuid.UUID, ComponentResult] | None = None) -> None:
+def land_refs(refs: list[ComponentRef], judge: dict[uuid.UUID, ComponentResult] | None = None) -> None:
     for ref in refs:
         with transaction() as s:
-            assert pipeline.claim(s, ref, "w", 60).state == "claimed"
+            assert claim(s, ref, "w", 60).state == "claimed"
         result = result_for(ref, (judge or {}).get(ref.score_id))
         if ref.queue == "judge" and result.status == "ok":
             result = ComponentResult("ok", result.score, result.details, usage={"input_tokens": 100, "output_tokens": 10}, cost_usd=0.01)
         with transaction() as s:
-            pipeline.land(s, ref, result)
+            land(s, ref, result)
 
 
 def rescore_run() -> uuid.UUID:
@@ -200,8 +203,8 @@ def test_a_skipped_metric_carries(kql):
     skipped = ComponentResult.skipped("no dataset: nothing to execute", pass_blocker="the query was not executed")
     for ref in refs:
         with transaction() as s:
-            pipeline.claim(s, ref, "w", 60)
-            pipeline.land(s, ref, skipped if ref.component == "results_match" else result_for(ref))
+            claim(s, ref, "w", 60)
+            land(s, ref, skipped if ref.component == "results_match" else result_for(ref))
     register_kql(THRESHOLD)
     run = rescore_run()
     assert plan_all(run) == []
@@ -218,12 +221,12 @@ def test_planning_again_changes_nothing(kql):
     refs = plan_all(run)
     (row,) = scores(run).values()
     with transaction() as s:
-        again = pipeline.create_components(s, [(row.id, row.criteria_hash)], utcnow(), carry_over=True)
+        again = create_components(s, [(row.id, row.criteria_hash)], utcnow(), carry_over=True)
     assert again == refs, "the component still to compute is published again (a lost message), nothing else"
     assert scores(run)[row.item_id].components_landed == 3
     land_refs(refs)
     with transaction() as s:
-        pipeline.create_components(s, [(row.id, row.criteria_hash)], utcnow(), carry_over=True)
+        create_components(s, [(row.id, row.criteria_hash)], utcnow(), carry_over=True)
     after = scores(run)[row.item_id]
     assert (after.status, after.components_landed) == ("completed", 4)
 
@@ -248,13 +251,13 @@ def test_only_rescores_carry_over(kql):
     _, old = first_batch(1)
     ((item_id, before),) = old.items()
     with transaction() as s:
-        score = Score(**pipeline.pending_score(
+        score = Score(**pending_score(
             item_id=item_id, suite="kql", criteria_hash=before.criteria_hash,
             criteria=load_criteria(s, before.criteria_hash), triggered_by="t", created_at=utcnow(),
         ))
         s.add(score)
         s.flush()
-        refs = pipeline.create_components(s, [(score.id, score.criteria_hash)], utcnow())
+        refs = create_components(s, [(score.id, score.criteria_hash)], utcnow())
     assert len(refs) == 4
 
 
@@ -308,8 +311,8 @@ def test_each_judge_component_keeps_its_raw_output_and_a_retry_forgets_copies(kq
     garbage = {"judge": ComponentResult.failed("judge answered garbage", raw_output="{{{"), "results_match": skipped}
     for ref in plan_all(batch_id):
         with transaction() as s:
-            pipeline.claim(s, ref, "w", 60)
-            pipeline.land(s, ref, garbage.get(ref.queue) or garbage.get(ref.component) or result_for(ref))
+            claim(s, ref, "w", 60)
+            land(s, ref, garbage.get(ref.queue) or garbage.get(ref.component) or result_for(ref))
     (first,) = scores(batch_id).values()
     assert components(batch_id)[(first.item_id, JUDGE)].raw_output == "{{{" == first.raw_judge_output
 
@@ -317,8 +320,8 @@ def test_each_judge_component_keeps_its_raw_output_and_a_retry_forgets_copies(kq
     run = rescore_run()
     (ref,) = plan_all(run)
     with transaction() as s:
-        pipeline.claim(s, ref, "w", 60)
-        pipeline.land(s, ref, ComponentResult.failed("judge answered garbage again", raw_output="[[["))
+        claim(s, ref, "w", 60)
+        land(s, ref, ComponentResult.failed("judge answered garbage again", raw_output="[[["))
     comps = components(run)
     assert comps[(first.item_id, JUDGE)].raw_output == "[[["
     assert comps[(first.item_id, "results_match")].carried_over_from == first.id

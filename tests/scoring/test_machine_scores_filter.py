@@ -16,9 +16,11 @@ from sqlalchemy import func, literal, select
 
 from assay.api.dashboard import queries as dashboard
 from assay.observability import ITEMS_SCORED
-from assay.scoring import pipeline
 from assay.scoring.intake import batches
-from assay.scoring.kinds.alert_session import AlertSessionItem
+from assay.scoring.sessions.items import AlertSessionItem
+from assay.scoring.pipeline.carry_over import latest_finished_score
+from assay.scoring.pipeline.components import pending_score
+from assay.scoring.pipeline.summaries import batch_counts, batch_summary
 from assay.scoring.rescoring import rescore
 from assay.scoring.rescoring.diff import criteria_diff
 from assay.scoring.sessions import analytics
@@ -154,7 +156,7 @@ def test_rescoring_selection_counts_only_machine_scores(clean_db):
         s.flush()
         record = current_suite(s, "kql")
         assert s.scalars(select(Item.id).where(rescore.candidates(record, rescore.Selection(stale_only=True)))).all() == [item.id]
-        latest = s.scalar(select(pipeline.latest_finished_score(literal(item.id), literal("kql"))))
+        latest = s.scalar(select(latest_finished_score(literal(item.id), literal("kql"))))
         assert latest != calibration.id
 
 
@@ -187,11 +189,11 @@ def test_diff_leaves_calibration_scores_out(clean_db):
 def test_batch_summary_counts_machine_verdicts_only(clean_db):
     seeded = seed("kql")
     with transaction() as s:
-        summary = pipeline.batch_summary(s, seeded.batch_id)
+        summary = batch_summary(s, seeded.batch_id)
         assert summary["counts"]["completed"] == 1 and summary["counts"]["passed"] == 1
         assert summary["pass_rate"] == 1.0 and summary["mean_total"] == 0.9
         # Progress still sees every score of the batch.
-        assert pipeline.batch_counts(s, seeded.batch_id)["completed"] == 2
+        assert batch_counts(s, seeded.batch_id)["completed"] == 2
 
 
 def test_criteria_page_counts_machine_scores_only(clean_db):
@@ -225,7 +227,7 @@ def test_prometheus_outcomes_leave_calibration_scores_out(clean_db):
         s.add_all([batch, run, item])
         s.flush()
         for position, repeat in enumerate((None, 1, 2), start=1):
-            row = pipeline.pending_score(
+            row = pending_score(
                 item_id=item.id, suite="kql", criteria_hash=record.current_criteria_hash, criteria=criteria,
                 triggered_by="t", created_at=T0 + timedelta(minutes=position), batch_id=batch.id, position=position,
             )

@@ -6,9 +6,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, text, update
 
-from assay.scoring import pipeline
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.claims import claim as pipeline_claim
+from assay.scoring.pipeline.claims import claim_many, defer
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.landing import Landing, land, land_many
+from assay.scoring.pipeline.planning import plan_chunk
+from assay.scoring.pipeline.reconcile import expire_poison, note_planner_waiting, reconcile
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Item, Score, ScoreComponent, utcnow
 from assay.scoring.suites.criteria import current_suite
@@ -50,7 +54,7 @@ def plan_all(batch_id) -> list[ComponentRef]:
     refs = []
     while True:
         with transaction() as s:
-            step = pipeline.plan_chunk(s, batch_id, chunk_size=1)
+            step = plan_chunk(s, batch_id, chunk_size=1)
         refs += step.refs
         if step.finished:
             return refs
@@ -59,20 +63,20 @@ def plan_all(batch_id) -> list[ComponentRef]:
 def land_all(refs, result_for=lambda ref: ComponentResult.ok(1.0)):
     for ref in refs:
         with transaction() as s:
-            assert pipeline.claim(s, ref, "w", 60).state == "claimed"
+            assert pipeline_claim(s, ref, "w", 60).state == "claimed"
         with transaction() as s:
-            pipeline.land(s, ref, result_for(ref))
+            land(s, ref, result_for(ref))
 
 
 def test_planner_creates_components_in_chunks_and_resumes(clean_db):
     batch_id, scores = make_batch(3)
     with transaction() as s:
-        first = pipeline.plan_chunk(s, batch_id, chunk_size=2)
+        first = plan_chunk(s, batch_id, chunk_size=2)
     assert {r.score_id for r in first.refs} == set(scores[:2]) and not first.finished
     with transaction() as s:
         assert s.get(Batch, batch_id).planned_position == 2
     with transaction() as s:
-        second = pipeline.plan_chunk(s, batch_id, chunk_size=2)
+        second = plan_chunk(s, batch_id, chunk_size=2)
     assert {r.score_id for r in second.refs} == {scores[2]} and not second.finished
     assert plan_all(batch_id) == []
     with transaction() as s:
@@ -85,19 +89,19 @@ def test_claim_lease_and_duplicate_delivery(clean_db):
     batch_id, _ = make_batch(1)
     ref = plan_all(batch_id)[0]
     with transaction() as s:
-        assert pipeline.claim(s, ref, "worker-a", 60).state == "claimed"
+        assert pipeline_claim(s, ref, "worker-a", 60).state == "claimed"
     with transaction() as s:
-        busy = pipeline.claim(s, ref, "worker-b", 60)
+        busy = pipeline_claim(s, ref, "worker-b", 60)
     assert busy.state == "busy" and 50 < busy.retry_in <= 60
     # The same message redelivered after its worker died takes the lease back.
     with transaction() as s:
-        again = pipeline.claim(s, ref, "worker-a", 60)
+        again = pipeline_claim(s, ref, "worker-a", 60)
     assert again.state == "claimed" and again.attempts == 2
     with transaction() as s:
-        assert pipeline.land(s, ref, ComponentResult.ok(0.5)) is True
+        assert land(s, ref, ComponentResult.ok(0.5)) is True
     with transaction() as s:
-        assert pipeline.land(s, ref, ComponentResult.ok(0.9)) is False  # lands once
-        assert pipeline.claim(s, ref, "worker-c", 60).state == "landed"
+        assert land(s, ref, ComponentResult.ok(0.9)) is False  # lands once
+        assert pipeline_claim(s, ref, "worker-c", 60).state == "landed"
         comp = s.get(ScoreComponent, (ref.score_id, ref.component))
         assert comp.score == 0.5
         assert s.get(Score, ref.score_id).components_landed == 1
@@ -109,12 +113,12 @@ def test_claim_many_claims_what_it_can_in_one_go_and_says_why_not_for_the_rest(c
     landed, leased, deferred, free = refs
     gone = ComponentRef(uuid.uuid4(), "llm_grading", "judge")
     with transaction() as s:
-        pipeline.claim(s, leased, "other-task", 60)
-        pipeline.land(s, landed, ComponentResult.ok(1.0))
-        assert pipeline.claim(s, deferred, "other-task", 60).state == "claimed"
-        pipeline.defer(s, deferred, "other-task", 30, "breaker open")
+        pipeline_claim(s, leased, "other-task", 60)
+        land(s, landed, ComponentResult.ok(1.0))
+        assert pipeline_claim(s, deferred, "other-task", 60).state == "claimed"
+        defer(s, deferred, "other-task", 30, "breaker open")
     with transaction() as s:
-        claims = pipeline.claim_many(s, [landed, leased, gone, deferred, free], "group-task", 60, check_budget=True)
+        claims = claim_many(s, [landed, leased, gone, deferred, free], "group-task", 60, check_budget=True)
     assert list(claims) == [landed, leased, gone, deferred, free]  # the caller's order
     assert {ref: c.state for ref, c in claims.items()} == {
         landed: "landed", leased: "busy", gone: "missing", deferred: "busy", free: "claimed",
@@ -129,14 +133,14 @@ def test_expired_lease_can_be_taken_over(clean_db):
     batch_id, _ = make_batch(1)
     ref = plan_all(batch_id)[0]
     with transaction() as s:
-        pipeline.claim(s, ref, "dead-worker", 60)
+        pipeline_claim(s, ref, "dead-worker", 60)
         s.execute(
             update(ScoreComponent)
             .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
             .values(lease_expires_at=utcnow() - timedelta(seconds=1))
         )
     with transaction() as s:
-        assert pipeline.claim(s, ref, "other", 60).state == "claimed"
+        assert pipeline_claim(s, ref, "other", 60).state == "claimed"
 
 
 def test_score_finalizes_when_last_component_lands_and_batch_completes(clean_db):
@@ -161,18 +165,18 @@ def test_a_batch_whose_completion_check_was_lost_is_completed_by_the_reconciler(
     *first, last = plan_all(batch_id)
     land_all(first)
     with transaction() as s:
-        assert pipeline.claim(s, last, "w", 60).state == "claimed"
+        assert pipeline_claim(s, last, "w", 60).state == "claimed"
     session = new_session()  # commits without running the after-commit check: a worker dying right then
     with session.begin():
-        pipeline.land(session, last, ComponentResult.ok(1.0))
+        land(session, last, ComponentResult.ok(1.0))
     session.close()
     with transaction() as s:
         assert s.get(Batch, batch_id).status == "running"
-        assert pipeline.reconcile(s, requeue_after_seconds=30).finished_batches == [batch_id]
+        assert reconcile(s, requeue_after_seconds=30).finished_batches == [batch_id]
     with transaction() as s:
         batch = s.get(Batch, batch_id)
         assert batch.status == "completed" and batch.summary["counts"]["completed"] == 1
-        assert pipeline.reconcile(s, requeue_after_seconds=30).finished_batches == []
+        assert reconcile(s, requeue_after_seconds=30).finished_batches == []
 
 
 def test_after_commit_actions_run_once_after_a_commit_and_never_after_a_rollback(clean_db, caplog):
@@ -228,14 +232,14 @@ def test_landing_a_set_records_each_component_once_and_finalizes_the_scores_it_c
     first = [ref for ref in refs if ref.score_id == scores[0]]
     second = [ref for ref in refs if ref.score_id == scores[1]]
     with transaction() as s:
-        assert pipeline.land(s, first[0], ComponentResult.ok(0.5))  # a duplicate run landed this one first
+        assert land(s, first[0], ComponentResult.ok(0.5))  # a duplicate run landed this one first
     paid = ComponentResult("ok", 1.0, usage={"input_tokens": 10}, cost_usd=0.25)
-    landings = [pipeline.Landing(ref, paid) for ref in first]
+    landings = [Landing(ref, paid) for ref in first]
     with transaction() as s:
-        landed = pipeline.land_many(s, [*landings, pipeline.Landing(second[0], ComponentResult.failed("boom"))])
+        landed = land_many(s, [*landings, Landing(second[0], ComponentResult.failed("boom"))])
     assert landed == {*first[1:], second[0]}
     with transaction() as s:  # again, as a redelivered message would: nothing lands twice
-        assert pipeline.land_many(s, landings) == set()
+        assert land_many(s, landings) == set()
     with transaction() as s:
         done = s.get(Score, scores[0])
         comps = {c.component: c for c in s.scalars(select(ScoreComponent).where(ScoreComponent.score_id == scores[0]))}
@@ -262,18 +266,18 @@ def test_a_landing_writes_one_version_of_each_score_it_counts_on_its_final_one_i
     batch_id, scores = make_batch(3)
     refs = plan_all(batch_id)
     with transaction() as s:
-        pipeline.claim_many(s, refs, "w", 60)
+        claim_many(s, refs, "w", 60)
     first, second, third = ([ref for ref in refs if ref.score_id == score_id] for score_id in scores)
     judged = ComponentResult.failed("judge answered garbage", raw_output="{{{")
     with transaction() as s:  # the first score's components but one, the second's all, the third's first two
-        landings = [pipeline.Landing(ref, ComponentResult.ok(1.0)) for ref in [*first[:-1], *second[:-1], third[0]]]
-        landings += [pipeline.Landing(second[-1], judged), pipeline.Landing(third[1], ComponentResult.ok(0.5))]
+        landings = [Landing(ref, ComponentResult.ok(1.0)) for ref in [*first[:-1], *second[:-1], third[0]]]
+        landings += [Landing(second[-1], judged), Landing(third[1], ComponentResult.ok(0.5))]
         before = _score_versions_written(s)
-        assert len(pipeline.land_many(s, landings)) == len(landings)
+        assert len(land_many(s, landings)) == len(landings)
         assert _score_versions_written(s) - before == 3
     with transaction() as s:
         before = _score_versions_written(s)
-        assert pipeline.land(s, first[-1], ComponentResult.ok(1.0))
+        assert land(s, first[-1], ComponentResult.ok(1.0))
         assert _score_versions_written(s) - before == 1
     with transaction() as s:
         done, failed, waiting = (s.get(Score, score_id) for score_id in scores)
@@ -318,14 +322,14 @@ def test_deferral_does_not_spend_an_attempt_and_waits(clean_db):
     batch_id, _ = make_batch(1)
     ref = next(r for r in plan_all(batch_id) if r.component == "llm_grading")
     with transaction() as s:
-        pipeline.claim(s, ref, "w", 60)
-        pipeline.defer(s, ref, "w", 30, "breaker open")
+        pipeline_claim(s, ref, "w", 60)
+        defer(s, ref, "w", 30, "breaker open")
     with transaction() as s:
         comp = s.get(ScoreComponent, (ref.score_id, ref.component))
         assert comp.status == "deferred" and comp.attempts == 0
-        busy = pipeline.claim(s, ref, "w2", 60)
+        busy = pipeline_claim(s, ref, "w2", 60)
         assert busy.state == "busy" and 25 < busy.retry_in <= 30
-        report = pipeline.reconcile(s, requeue_after_seconds=5)
+        report = reconcile(s, requeue_after_seconds=5)
         assert ref not in report.refs  # deferred on purpose: the reconciler leaves it alone
 
 
@@ -334,9 +338,9 @@ def test_poison_component_fails_after_max_attempts(clean_db):
     ref = plan_all(batch_id)[0]
     for attempt in range(1, 4):
         with transaction() as s:
-            claim = pipeline.claim(s, ref, f"w{attempt}", 60)
+            claim = pipeline_claim(s, ref, f"w{attempt}", 60)
             assert claim.attempts == attempt
-            poisoned = pipeline.expire_poison(s, ref, claim.attempts, max_attempts=2)
+            poisoned = expire_poison(s, ref, claim.attempts, max_attempts=2)
             s.execute(
                 update(ScoreComponent)
                 .where(ScoreComponent.score_id == ref.score_id, ScoreComponent.component == ref.component)
@@ -362,7 +366,7 @@ def test_a_component_that_outlived_its_lease_each_time_times_its_score_out_when_
                 .values(attempts=2)
             )
         with transaction() as s:
-            assert pipeline.expire_poison(s, poison, pipeline.claim(s, poison, "w", 60).attempts, max_attempts=2)
+            assert expire_poison(s, poison, pipeline_claim(s, poison, "w", 60).attempts, max_attempts=2)
         if not lands_last:
             land_all(rest)
         with transaction() as s:
@@ -377,7 +381,7 @@ def test_reconciler_finds_lost_work(clean_db):
     refs = plan_all(batch_id)
     leased, stale, fresh = refs[0], refs[1], refs[2]
     with transaction() as s:
-        pipeline.claim(s, leased, "dead", 60)
+        pipeline_claim(s, leased, "dead", 60)
         s.execute(
             update(ScoreComponent)
             .where(ScoreComponent.score_id == leased.score_id, ScoreComponent.component == leased.component)
@@ -389,34 +393,34 @@ def test_reconciler_finds_lost_work(clean_db):
             .values(enqueued_at=utcnow() - timedelta(seconds=60))
         )
     with transaction() as s:
-        report = pipeline.reconcile(s, requeue_after_seconds=30)
+        report = reconcile(s, requeue_after_seconds=30)
     assert leased in report.refs and stale in report.refs
     assert fresh not in report.refs
     with transaction() as s:  # re-enqueueing stamps them: an immediate second pass finds nothing stale
-        again = pipeline.reconcile(s, requeue_after_seconds=30)
+        again = reconcile(s, requeue_after_seconds=30)
     assert stale not in again.refs
 
 
 def test_reconciler_restarts_planning_batches(clean_db):
     batch_id, _ = make_batch(2)
     with transaction() as s:
-        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
+        assert reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
 
 
 def test_reconciler_leaves_a_live_planner_alone(clean_db):
     batch_id, _ = make_batch(3)
     with transaction() as s:
-        pipeline.plan_chunk(s, batch_id, chunk_size=1)  # a planner at work checks in
+        plan_chunk(s, batch_id, chunk_size=1)  # a planner at work checks in
     with transaction() as s:
-        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == []
+        assert reconcile(s, requeue_after_seconds=30).planning_batches == []
     with transaction() as s:  # ... and one silent for longer than requeue_after is restarted
         s.execute(update(Batch).where(Batch.id == batch_id).values(planner_seen_at=utcnow() - timedelta(seconds=60)))
     with transaction() as s:
-        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
+        assert reconcile(s, requeue_after_seconds=30).planning_batches == [batch_id]
     with transaction() as s:
-        pipeline.note_planner_waiting(s, batch_id)  # waiting on backpressure counts as alive
+        note_planner_waiting(s, batch_id)  # waiting on backpressure counts as alive
     with transaction() as s:
-        assert pipeline.reconcile(s, requeue_after_seconds=30).planning_batches == []
+        assert reconcile(s, requeue_after_seconds=30).planning_batches == []
 
 
 def test_planner_waits_for_a_batch_row_a_landing_holds(clean_db):
@@ -434,7 +438,7 @@ def test_planner_waits_for_a_batch_row_a_landing_holds(clean_db):
 
     def plan() -> None:
         with transaction() as s:
-            steps.append(pipeline.plan_chunk(s, batch_id, chunk_size=10))
+            steps.append(plan_chunk(s, batch_id, chunk_size=10))
 
     thread = threading.Thread(target=plan)
     thread.start()
@@ -454,11 +458,11 @@ def test_reconciler_leaves_pending_work_of_a_backlogged_queue_alone(clean_db):
     with transaction() as s:
         s.execute(update(ScoreComponent).values(enqueued_at=utcnow() - timedelta(hours=1)))
     with transaction() as s:
-        backlogged = pipeline.reconcile(s, requeue_after_seconds=60, skip_pending_in={"metrics"})
+        backlogged = reconcile(s, requeue_after_seconds=60, skip_pending_in={"metrics"})
         s.rollback()  # not re-sent: the next look finds them stale again
     assert {r.queue for r in backlogged.refs} == {"judge"}
     with transaction() as s:
-        drained = pipeline.reconcile(s, requeue_after_seconds=60, skip_pending_in=())
+        drained = reconcile(s, requeue_after_seconds=60, skip_pending_in=())
     assert {(r.score_id, r.component) for r in drained.refs} == {(r.score_id, r.component) for r in refs}
 
 
@@ -509,7 +513,7 @@ def test_a_judge_claim_reads_whether_the_batch_spent_its_budget(backend, request
         unchecked = component(s, 1.0, 1.0)
     with tx() as s:
         seen = {
-            name: pipeline.claim(s, ref, "w", 60, check_budget=name != "unchecked")
+            name: pipeline_claim(s, ref, "w", 60, check_budget=name != "unchecked")
             for name, ref in [("no_budget", no_budget), ("within", within), ("spent", spent),
                               ("stopped", stopped), ("unchecked", unchecked)]
         }

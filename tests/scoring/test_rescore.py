@@ -8,10 +8,13 @@ import uuid
 import pytest
 from sqlalchemy import func, select, update
 
-from assay.scoring import pipeline
 from assay.scoring.errors import BadRequest, Conflict
 from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline.budgets import stop_for_budget
+from assay.scoring.pipeline.claims import claim
+from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.planning import plan_chunk
 from assay.scoring.rescoring import rescore
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, Item, Score, SuiteRecord
@@ -33,10 +36,10 @@ def complete_all(batch_id: uuid.UUID, *, judge: ComponentResult | None = None) -
     """Plan and land every component of a batch (metrics 1.0; the judge as given, default ok 1.0)."""
     for ref in plan_all(batch_id):
         with transaction() as s:
-            assert pipeline.claim(s, ref, "w", 60).state == "claimed"
+            assert claim(s, ref, "w", 60).state == "claimed"
         result = (judge or ComponentResult.ok(1.0)) if ref.queue == "judge" else ComponentResult.ok(1.0)
         with transaction() as s:
-            pipeline.land(s, ref, result)
+            land(s, ref, result)
 
 
 def run(selection: rescore.Selection = rescore.Selection(), *, wave: int = 2, budget: float | None = None) -> uuid.UUID | None:
@@ -130,7 +133,7 @@ def test_never_scored_failed_cancelled_and_partial_items(restore_kql):
 
 
 def test_session_versions_only_the_current_completed_one_is_taken(clean_db):
-    from assay.scoring.kinds.alert_session import KIND_NAME
+    from assay.scoring.sessions.items import KIND_NAME
 
     with transaction() as s:
         record = current_suite(s, "alert_session")
@@ -194,15 +197,15 @@ def test_budget_stops_judge_calls_keeps_finished_scores_and_resumes(clean_db):
     judge = [r for r in refs if r.queue == "judge"]
     # The first judgment costs the whole budget.
     with transaction() as s:
-        first = pipeline.claim(s, judge[0], "w", 60, check_budget=True)
+        first = claim(s, judge[0], "w", 60, check_budget=True)
         assert first.state == "claimed" and not first.budget_spent
     with transaction() as s:
-        pipeline.land(s, judge[0], ComponentResult("ok", 1.0, {}, cost_usd=0.012))
+        land(s, judge[0], ComponentResult("ok", 1.0, {}, cost_usd=0.012))
     with transaction() as s:
         assert s.get(Batch, batch_id).spent_usd == pytest.approx(0.012)
-        second = pipeline.claim(s, judge[1], "w2", 60, check_budget=True)
+        second = claim(s, judge[1], "w2", 60, check_budget=True)
         assert second.state == "claimed" and second.budget_spent
-        pipeline.stop_for_budget(s, judge[1], "w2")
+        stop_for_budget(s, judge[1], "w2")
     with transaction() as s:
         batch = s.get(Batch, batch_id)
         assert batch.status == "budget_exhausted"
@@ -211,9 +214,9 @@ def test_budget_stops_judge_calls_keeps_finished_scores_and_resumes(clean_db):
         assert s.get(Score, judge[0].score_id).status == "in_progress"  # its metrics still run
     for ref in [r for r in refs if r.queue == "metrics" and r.score_id == judge[0].score_id]:
         with transaction() as s:
-            assert pipeline.claim(s, ref, "w", 60).state == "claimed"
+            assert claim(s, ref, "w", 60).state == "claimed"
         with transaction() as s:
-            pipeline.land(s, ref, ComponentResult.ok(1.0))
+            land(s, ref, ComponentResult.ok(1.0))
     with transaction() as s:
         assert s.get(Score, judge[0].score_id).status == "completed"
 
@@ -236,16 +239,16 @@ def test_budget_exhausted_before_planning_finished_cancels_the_unplanned_rest(cl
     batch_id, score_ids = make_batch(5)
     with transaction() as s:
         s.execute(update(Batch).where(Batch.id == batch_id).values(budget_usd=0.001, spent_usd=0.002))
-        step = pipeline.plan_chunk(s, batch_id, chunk_size=2)  # two scores planned, three not
+        step = plan_chunk(s, batch_id, chunk_size=2)  # two scores planned, three not
     ref = next(r for r in step.refs if r.queue == "judge")
     with transaction() as s:
-        pipeline.claim(s, ref, "w", 60)
-        pipeline.stop_for_budget(s, ref, "w")
+        claim(s, ref, "w", 60)
+        stop_for_budget(s, ref, "w")
     with transaction() as s:
         batch = s.get(Batch, batch_id)
         assert batch.status == "budget_exhausted" and batch.finished_at is None  # one planned score is left
         assert s.scalar(select(func.count()).where(Score.batch_id == batch_id, Score.status == "cancelled")) == 4
-        assert pipeline.plan_chunk(s, batch_id, 10).refs == []  # the planner stops
+        assert plan_chunk(s, batch_id, 10).refs == []  # the planner stops
     with transaction() as s:
         resumed = batches.resume(s, s.get(Batch, batch_id), None)
         assert resumed.scores == 4 and resumed.needs_planner

@@ -198,7 +198,7 @@ def test_failed_scores_never_enter(clean_db):
 
 
 def test_a_redelivered_finalize_enters_once(clean_db):
-    from assay.scoring import pipeline
+    from assay.scoring.pipeline.finalize import finalize_score
 
     _set_rules({"random_share": 1.0})
     batch_id, _ = make_batch(1)
@@ -206,7 +206,7 @@ def test_a_redelivered_finalize_enters_once(clean_db):
     with transaction() as s:  # as if the last landing were delivered again and its finalize ran again
         s.execute(update(Score).where(Score.id == score_id).values(status="in_progress"))
     with transaction() as s:
-        pipeline.finalize_score(s, score_id)
+        finalize_score(s, score_id)
     assert len(_entries()) == 1
 
 

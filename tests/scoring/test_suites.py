@@ -8,7 +8,7 @@ import pytest
 
 from assay.scoring.errors import CriteriaError, NotFound
 from assay.scoring.judge.rubrics import DEFAULT_ITEM_TEMPLATE, rubric_verdict
-from assay.scoring.metrics.registry import registered_metrics
+from assay.scoring.metrics.catalog import registered_metrics
 from assay.scoring.suites.loader import (
     Criteria,
     canonical_json,

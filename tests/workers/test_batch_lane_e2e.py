@@ -10,7 +10,7 @@ import uuid
 import pytest
 from sqlalchemy import func, select
 
-from assay.scoring.pipeline import BATCH_LANE_WAITING
+from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, ProviderBatch, Score, ScoreComponent
 from assay.scoring.suites.loader import load_model_catalog

@@ -9,7 +9,7 @@ from sqlalchemy import func, select, text
 
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import SuiteRecord
-from tests.conftest import REPO, wait_for, worker_env
+from tests.conftest import wait_for, worker_env
 
 
 def test_beat_registers_suites_and_schedules_the_reconciler(clean_db, live_worker_factory, tmp_path):

@@ -7,7 +7,7 @@ import uuid
 import kombu.exceptions
 import redis
 
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.components import ComponentRef
 from assay.settings import get_settings
 from assay.workers import tasks
 

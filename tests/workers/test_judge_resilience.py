@@ -131,7 +131,7 @@ def test_an_outage_outlasting_twenty_deferrals_is_waited_out(api_client, live_wo
 
 
 def test_a_judge_call_slower_than_its_lease_keeps_it_by_the_heartbeat(api_client, live_worker_factory, fake_judge):
-    from assay.scoring import pipeline
+    from assay.scoring.pipeline.reconcile import reconcile
     from assay.scoring.store.db import transaction
 
     lease = 4
@@ -143,7 +143,7 @@ def test_a_judge_call_slower_than_its_lease_keeps_it_by_the_heartbeat(api_client
     time.sleep(lease * 1.5)  # the call is still in flight, well past the lease it was claimed with
 
     with transaction() as session:  # the reconciler finds nothing lost: the lease was renewed
-        lost = pipeline.reconcile(session, requeue_after_seconds=3600).refs
+        lost = reconcile(session, requeue_after_seconds=3600).refs
     assert [ref.component for ref in lost] == []
     view = wait_for(_finished(api_client, batch_id), timeout=60, message="the batch to finish")
     assert view["progress"]["completed"] == 1 and fake_judge.calls()["total"] == 1

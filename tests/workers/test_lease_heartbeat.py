@@ -9,7 +9,10 @@ from collections.abc import Collection
 
 from sqlalchemy import select
 
-from assay.scoring import pipeline
+from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline.claims import claim_many, renew_leases
+from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.reconcile import reconcile
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import ScoreComponent, utcnow
 from assay.workers.leases import LeaseKeeper, heartbeat_interval
@@ -20,18 +23,18 @@ LEASE = 2.0
 
 def renew(owners: Collection[str]) -> set[tuple[object, str, str]]:
     with transaction() as session:
-        return pipeline.renew_leases(session, owners, judge_seconds=LEASE, metrics_seconds=LEASE)
+        return renew_leases(session, owners, judge_seconds=LEASE, metrics_seconds=LEASE)
 
 
 def claim(refs, owner: str) -> None:
     with transaction() as session:
-        claims = pipeline.claim_many(session, refs, owner, LEASE)
+        claims = claim_many(session, refs, owner, LEASE)
     assert {c.state for c in claims.values()} == {"claimed"}
 
 
 def lost_by_the_reconciler() -> set:
     with transaction() as session:
-        return set(pipeline.reconcile(session, requeue_after_seconds=3600).refs)
+        return set(reconcile(session, requeue_after_seconds=3600).refs)
 
 
 def test_leases_are_renewed_while_the_task_runs_them_and_not_after(clean_db):
@@ -63,7 +66,7 @@ def test_a_lease_found_taken_or_landed_is_not_worked_on(clean_db):
                 .where(ScoreComponent.score_id == taken.score_id, ScoreComponent.component == taken.component)
                 .values(lease_owner="task-2")
             )
-            pipeline.land(session, landed, pipeline.ComponentResult.ok(1.0))  # ... one landed
+            land(session, landed, ComponentResult.ok(1.0))  # ... one landed
         keeper.renew_now()
         assert not keeper.holds("task-1", taken) and not keeper.holds("task-1", landed)
         assert keeper.holds("task-1", kept)

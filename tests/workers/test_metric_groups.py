@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.components import ComponentRef
 from assay.settings import get_settings
 from assay.workers.app import app
 from assay.workers.metric_groups import describe_group, metric_groups

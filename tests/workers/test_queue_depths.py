@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.pipeline.components import ComponentRef
 from assay.settings import get_settings, judge_task_threads
 from assay.workers.app import app
 from assay.workers.tasks import enqueuer, queue_depths

@@ -1,8 +1,8 @@
 """The operator dashboard: server-rendered pages (Jinja2) with a little vanilla JS, served by the API.
 
 ``install(app)`` adds the pages under ``/dashboard`` and the assets under ``/dashboard/static`` (from
-``assay/api/static``: nothing is loaded from a CDN). Nothing is imported here at module level, so
-``assay.api.auth`` may import ``assay.api.dashboard.session`` without an import cycle.
+``assay/api/static``: nothing is loaded from a CDN). Sign-in sessions (the cookie) live in
+:mod:`assay.api.signin_sessions`, beside the authentication that reads them.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ def install(app: Any) -> None:
 
     from fastapi.staticfiles import StaticFiles
 
-    from assay.api.dashboard.review_pages import router as review_router
     from assay.api.dashboard.agreement_pages import router as agreement_router
     from assay.api.dashboard.compare_pages import router as compare_router
+    from assay.api.dashboard.review_pages import router as review_router
     from assay.api.dashboard.routes import SignInRequired, root_router, router, sign_in_redirect
 
     if getattr(app.state, "dashboard_installed", False):

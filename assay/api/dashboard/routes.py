@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import check_key, forwarded_user
 from assay.api.csrf import proxy_token
 from assay.api.dashboard import queries as q
-from assay.api.dashboard import session as cookie
+from assay.api import signin_sessions as cookie
 from assay.api.dashboard.human import add_human_verdicts
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
@@ -28,7 +28,7 @@ from assay.api.throttle import TooManyFailures
 from assay.scoring.errors import NotFound, Unauthorized
 from assay.scoring.intake import batches as svc
 from assay.scoring.kinds import get_kind
-from assay.scoring.pipeline import batch_summary
+from assay.scoring.pipeline.summaries import batch_summary
 from assay.scoring.reports.views import live_lines, score_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Score

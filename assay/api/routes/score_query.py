@@ -37,7 +37,8 @@ from assay.scoring.intake import datasets
 from assay.scoring.intake.ingest import contains_nul, item_content_hash
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.kql import KqlItem
-from assay.scoring.pipeline import ComponentRef, create_components, pending_score
+from assay.scoring.pipeline.components import ComponentRef, pending_score
+from assay.scoring.pipeline.planning import create_components
 from assay.scoring.reports.views import component_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES, Item, Score, utcnow

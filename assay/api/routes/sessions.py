@@ -32,10 +32,10 @@ from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components, start_planner
 from assay.scoring.errors import InvalidInput, NotFound
 from assay.scoring.intake.idempotency import IdempotencyKey
-from assay.scoring.kinds.alert_session import AlertSessionItem
 from assay.scoring.reports.views import iso
 from assay.scoring.sessions import SUITE, analytics, history, store
 from assay.scoring.sessions import service as svc
+from assay.scoring.sessions.items import AlertSessionItem
 from assay.scoring.sessions.views import session_score_view
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import Score

@@ -12,15 +12,12 @@ from sqlalchemy import and_, delete, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import BadRequest, Conflict, NotFound
-from assay.scoring.pipeline import (
-    ACTIVE_SCORE_STATUSES,
-    BUDGET_EXHAUSTED,
-    ComponentRef,
-    batch_counts,
-    batch_summary,
-)
+from assay.scoring.pipeline.budgets import BUDGET_EXHAUSTED
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.summaries import batch_counts, batch_summary
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
+    ACTIVE_SCORE_STATUSES,
     FINISHED_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
     Batch,

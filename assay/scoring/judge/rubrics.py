@@ -45,7 +45,13 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_serializer,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_serializer,
 )
 from pydantic_core import PydanticCustomError
 

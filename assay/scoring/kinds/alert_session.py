@@ -24,18 +24,12 @@ completed (a batch upload may carry one): only a completed investigation is judg
 from __future__ import annotations
 
 import json
-import re
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Any
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
-    Discriminator,
     Field,
-    Tag,
-    field_validator,
-    model_validator,
 )
 
 from assay.scoring.errors import AssayError
@@ -43,9 +37,16 @@ from assay.scoring.judge.governor import estimate_tokens
 from assay.scoring.judge.prompt import OUTPUT_SCHEMA, PLACEHOLDER, output_schema_text
 from assay.scoring.judge.verdicts import register_verdict
 from assay.scoring.kinds import Kind
+from assay.scoring.sessions.items import (
+    COMPLETED,
+    KIND_NAME,
+    AlertSessionItem,
+    ChatMessage,
+    StrictModel,
+    ToolCall,
+    aware,
+)
 
-KIND_NAME = "alert_session"
-COMPLETED = "completed"
 FACTS_VERSION = 1
 
 # The token estimate (characters / 4) undercounts JSON- and log-heavy text; only this share of the
@@ -53,125 +54,17 @@ FACTS_VERSION = 1
 SAFETY_RATIO = 0.85
 TRUNCATION_RULE = "oldest tool outputs first"
 
-_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-
-
-# --- the item ----------------------------------------------------------------------------------------
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ChatMessage(_Strict):
-    """A message of the conversation: the agent's instructions, the user turn, an LLM answer."""
-
-    type: Literal["message"] = "message"
-    role: Literal["system", "user", "assistant"]
-    content: str
-    timestamp: datetime | None = None
-
-
-class ToolCall(_Strict):
-    """One MCP tool call with what it returned. ``error`` (or ``success: false``) marks a failed call."""
-
-    type: Literal["tool_call"] = "tool_call"
-    tool_name: str = Field(..., min_length=1, max_length=255)
-    server: str | None = Field(None, max_length=255, description="The MCP server the tool belongs to.")
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    result: Any = Field(None, description="What the tool returned (text or JSON).")
-    error: str | None = Field(None, description="Set when the call failed.")
-    success: bool | None = Field(None, description="False when the call failed; default: failed iff error is set.")
-    timestamp: datetime | None = None
-    duration_ms: float | None = Field(None, ge=0)
-
-    @property
-    def failed(self) -> bool:
-        return self.success is False or (self.success is None and bool(self.error))
-
-    @property
-    def qualified_name(self) -> str:
-        return f"{self.server}.{self.tool_name}" if self.server else self.tool_name
-
-
-def _entry_tag(value: Any) -> str:
-    if isinstance(value, dict):
-        kind = value.get("type")
-        if kind in ("message", "tool_call"):
-            return kind
-        return "tool_call" if "tool_name" in value else "message"
-    return getattr(value, "type", "message")
-
-
-ConversationEntry = Annotated[
-    Annotated[ChatMessage, Tag("message")] | Annotated[ToolCall, Tag("tool_call")],
-    Discriminator(_entry_tag),
-]
-
-
-class AvailableTool(_Strict):
-    name: str = Field(..., min_length=1, max_length=255)
-    server: str | None = Field(None, max_length=255)
-    description: str | None = None
-
-
-class AlertSessionItem(_Strict):
-    """One alert-analysis session as TARSy's history service holds it (design 001)."""
-
-    session_id: str = Field(..., min_length=1, max_length=255, pattern=_ID_PATTERN, description="TARSy's session id.")
-    status: str = Field(
-        ..., min_length=1, max_length=40, description="Session status; only a 'completed' session can be scored."
-    )
-    alert_type: str | None = Field(None, max_length=255)
-    alert_data: dict[str, Any] = Field(..., description="The original alert.")
-    conversation: list[ConversationEntry] = Field(
-        default_factory=list, description="Messages and tool calls, oldest first."
-    )
-    final_analysis: str | None = None
-    available_tools: list[AvailableTool] = Field(
-        default_factory=list, description="The MCP tools the agent could use (names, or {name, server, description})."
-    )
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-
-    @field_validator("status")
-    @classmethod
-    def _lower(cls, value: str) -> str:
-        return value.strip().lower()
-
-    @field_validator("available_tools", mode="before")
-    @classmethod
-    def _names_are_tools(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"name": v} if isinstance(v, str) else v for v in value]
-        return value
-
-    @model_validator(mode="after")
-    def _times_in_order(self) -> AlertSessionItem:
-        if self.started_at and self.ended_at and _aware(self.ended_at) < _aware(self.started_at):
-            raise ValueError("ended_at is before started_at")
-        return self
-
-    @property
-    def completed(self) -> bool:
-        return self.status == COMPLETED
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 # --- the verdict (EP-0028 "Scoring Output Schema") -----------------------------------------------------
 
 
-class MissingTool(_Strict):
+class MissingTool(StrictModel):
     """Missing tool that should have been used in the investigation."""
 
     tool_name: str = Field(..., description="Name of the missing MCP tool")
     rationale: str = Field(..., description="Explanation of why this tool was needed")
 
 
-class AlternativeApproach(_Strict):
+class AlternativeApproach(StrictModel):
     """Alternative investigation approach that could have been more efficient/rigorous."""
 
     name: str = Field(..., description="Brief descriptive title of the approach")
@@ -179,7 +72,7 @@ class AlternativeApproach(_Strict):
     steps: list[str] = Field(..., description="Ordered list of specific actions")
 
 
-class ScoreBreakdown(_Strict):
+class ScoreBreakdown(StrictModel):
     """The four dimensions of the judge prompt's scoring framework, 25 points each.
 
     The EP declares ``score_breakdown`` a free-form ``Dict[str, Any]``; strict structured output
@@ -192,7 +85,7 @@ class ScoreBreakdown(_Strict):
     synthesis_quality: int = Field(..., ge=0, le=25, description="4. SYNTHESIS QUALITY (0-25 points)")
 
 
-class JudgeOutputSchema(_Strict):
+class JudgeOutputSchema(StrictModel):
     """Output schema for the judge LLM (EP-0028), defined in code for parsing reliability and injected
     into the judge prompt as its output format."""
 
@@ -230,7 +123,7 @@ def session_facts(item: AlertSessionItem) -> dict[str, Any]:
     available = list(dict.fromkeys(t.name for t in item.available_tools))
     duration = None
     if item.started_at and item.ended_at:
-        duration = round((_aware(item.ended_at) - _aware(item.started_at)).total_seconds(), 3)
+        duration = round((aware(item.ended_at) - aware(item.started_at)).total_seconds(), 3)
     return {
         "facts_version": FACTS_VERSION,
         "messages": sum(1 for e in item.conversation if isinstance(e, ChatMessage)),
@@ -436,11 +329,6 @@ def report_row(score: Any) -> dict[str, Any]:
     from assay.scoring.sessions.views import report_columns
 
     return report_columns(score)
-
-
-def normalize_tool_name(name: str) -> str:
-    """Tool names as analytics group them: case, ``-``, ``_`` and spaces do not matter."""
-    return re.sub(r"[\s_\-]+", "-", name.strip().lower()).strip("-")
 
 
 def _rescore_filter() -> Any:

@@ -1,16 +1,14 @@
 """Deterministic metrics: registered factories with a replayable spec (name, version, args)."""
 
+from assay.scoring.metrics.catalog import build_metric, check_component_metric, registered_metrics
 from assay.scoring.metrics.registry import (
     ComponentResult,
     ItemRef,
     MetricContext,
     MetricInfo,
     PluginRef,
-    build_metric,
-    check_component_metric,
     metric,
     register_metric,
-    registered_metrics,
     resolve_arg,
 )
 

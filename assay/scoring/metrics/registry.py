@@ -16,21 +16,20 @@ each item with :func:`resolve_arg`. Such a metric reports a value the item lacks
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from assay.scoring.errors import AssayError, CriteriaError
+from assay.scoring.errors import AssayError
 
 ComponentStatus = Literal["ok", "failed", "skipped"]
 
 # A component's details may name why its item cannot pass, whatever its total (invariant 7: a pass
 # needs evidence). Any metric of any kind may set it, on an ok or a skipped result; finalizing reads
-# it (:func:`assay.scoring.pipeline.component_pass_blockers`).
+# it (:func:`assay.scoring.pipeline.finalize.component_pass_blockers`).
 PASS_BLOCKER = "pass_blocker"
 
 
@@ -120,14 +119,6 @@ class _Registration:
 
 _REGISTRY: dict[str, _Registration] = {}
 
-# Modules that register metrics on import; imported lazily so the registry has no import cycles.
-_METRIC_MODULES = (
-    "assay.scoring.kinds.kql",
-    "assay.scoring.kinds.pandas_codegen",
-    "assay.scoring.metrics.library",
-)
-
-
 def register_metric(
     name: str,
     *,
@@ -157,6 +148,17 @@ def register_metric(
     _REGISTRY[name] = registration
 
 
+def registration(name: str) -> tuple[MetricFactory, MetricInfo] | None:
+    """The factory and info registered under ``name``, or None (see :mod:`.catalog` for loading)."""
+    reg = _REGISTRY.get(name)
+    return (reg.factory, reg.info) if reg is not None else None
+
+
+def registrations() -> dict[str, MetricInfo]:
+    """Every metric registered so far in this process (the catalog loads them all first)."""
+    return {name: reg.info for name, reg in _REGISTRY.items()}
+
+
 def metric(
     name: str, *, version: int, kinds: tuple[str, ...], args_model: type[BaseModel] | None = None
 ) -> Callable[[MetricFactory], MetricFactory]:
@@ -167,92 +169,6 @@ def metric(
         return factory
 
     return register
-
-
-def _load_all() -> None:
-    for module in _METRIC_MODULES:
-        importlib.import_module(module)
-    # Installed plug-ins last, so a plug-in can never take a name Assay's own metrics use.
-    from assay.scoring.metrics.plugins import load_plugins
-
-    load_plugins()
-
-
-def registered_metrics() -> dict[str, MetricInfo]:
-    _load_all()
-    return {name: reg.info for name, reg in _REGISTRY.items()}
-
-
-def check_component_metric(component: str, metric: str, version: int, args: dict[str, Any], kind: str) -> PluginRef | None:
-    """Check a suite component's metric spec when the suite is resolved; returns the plug-in the
-    metric comes from (to store in the criteria), None for a metric that ships with Assay.
-
-    The factory is built once, so whatever it checks (a regex that does not compile, a schema with
-    a remote ``$ref``) makes the suite invalid here rather than failing every item later."""
-    _load_all()
-    reg = _REGISTRY.get(metric)
-    try:
-        _build(metric, version, args, kind, reg.info.plugin if reg is not None else None)
-    except CriteriaError as exc:
-        raise CriteriaError(f"component {component!r}: {exc.message}") from exc
-    assert reg is not None
-    return reg.info.plugin
-
-
-def build_metric(name: str, version: int, args: dict[str, Any], kind: str, plugin: PluginRef | None = None) -> Metric:
-    """Rebuild a metric from its stored spec; a spec this process cannot honour (unknown metric,
-    another version, a plug-in that is missing or at another version, bad arguments) is a criteria
-    error, which the scorer turns into a failed component."""
-    _load_all()
-    return _build(name, version, args, kind, plugin)
-
-
-def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: PluginRef | None) -> Metric:
-    reg = _REGISTRY.get(name)
-    if reg is None:
-        needed = f" (it comes from plug-in {plugin}, which is not installed here)" if plugin else ""
-        from assay.scoring.metrics.plugins import load_failures
-
-        broken = "".join(f"; not loaded: {failure}" for failure in load_failures())
-        raise CriteriaError(f"unknown metric {name!r}{needed}; known: {', '.join(sorted(_REGISTRY))}{broken}")
-    info = reg.info
-    if info.plugin != plugin:
-        raise CriteriaError(f"metric {name!r} comes from {_origin(plugin)} in the criteria but from {_origin(info.plugin)} here")
-    if info.version != version:
-        raise CriteriaError(
-            f"metric {name!r} is at version {info.version} in this code but the criteria ask for version {version}"
-        )
-    if kind not in info.kinds:
-        raise CriteriaError(f"metric {name!r} does not score items of kind {kind!r}; it scores {', '.join(sorted(info.kinds))}")
-    if not isinstance(args, Mapping):
-        raise CriteriaError(f"metric {name!r}: args must be a mapping, got {type(args).__name__}")
-    if info.args_model is None:
-        try:
-            return reg.factory(**args)
-        except (TypeError, ValueError, OverflowError) as exc:  # a kind's metric checking its own arguments
-            raise CriteriaError(f"bad arguments for metric {name!r}: {exc}") from exc
-    try:
-        validated = info.args_model.model_validate(dict(args))
-    except ValidationError as exc:
-        raise CriteriaError(f"metric {name!r}: {_arg_errors(exc)}") from exc
-    try:
-        return _reports_missing_values(reg.factory(validated))
-    except ValueError as exc:
-        # A factory's own check of validated args (e.g. a cross-field rule) names what is wrong.
-        raise CriteriaError(f"metric {name!r}: {exc}") from exc
-
-
-def _origin(plugin: PluginRef | None) -> str:
-    return f"plug-in {plugin}" if plugin else "Assay itself"
-
-
-def _arg_errors(exc: ValidationError, limit: int = 5) -> str:
-    parts = []
-    for err in exc.errors()[:limit]:
-        loc = ".".join(["args", *(str(p) for p in err["loc"])])
-        # pydantic prefixes the message of a ValueError raised by a validator; the reason alone reads better.
-        parts.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
-    return "; ".join(parts)
 
 
 # --- per-item argument values --------------------------------------------------------------------
@@ -313,16 +229,3 @@ def resolve_arg(value: Any, item: BaseModel) -> Any:
     if found is None:
         raise MissingItemValue(f"the item has no {ref}")
     return found
-
-
-def _reports_missing_values(score: Metric) -> Metric:
-    def run(item: BaseModel, ctx: MetricContext) -> ComponentResult:
-        try:
-            return score(item, ctx)
-        except MissingItemValue as exc:
-            return ComponentResult.skipped(exc.message)
-        except BadItemValue as exc:
-            return ComponentResult.failed(exc.message)
-
-    return run
-

@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.intake import batches as svc
 from assay.scoring.kinds import Kind, get_kind
-from assay.scoring.pipeline import batch_summary
+from assay.scoring.pipeline.summaries import batch_summary
 from assay.scoring.reports import csv_writer
 from assay.scoring.reports.views import batch_view
 from assay.scoring.store.models import Score, ScoreComponent

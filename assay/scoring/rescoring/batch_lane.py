@@ -31,11 +31,13 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from assay.scoring import pipeline
 from assay.scoring.errors import AssayError
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.pipeline import BATCH_LANE_WAITING, JUDGE_QUEUE, ComponentRef
+from assay.scoring.pipeline.budgets import charge_score, stop_for_budget
+from assay.scoring.pipeline.components import JUDGE_QUEUE, ComponentRef
+from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.store.models import (
     LANDED_COMPONENT_STATUSES,
     Batch,
@@ -93,7 +95,7 @@ def prepare(
     pointed at it. An item that cannot be judged fails now (as on the realtime lane); a budget that
     cannot pay for more stops the batch (``stop_for_budget``) instead of sending."""
     from assay.scoring.judge.service import output_config_for
-    from assay.scoring.scorer import render_judge_prompt
+    from assay.scoring.pipeline.scorer import render_judge_prompt
 
     # No lock on the batch row: landings need it, and one provider_batches task runs at a time.
     batch = session.get(Batch, batch_id)
@@ -130,7 +132,7 @@ def prepare(
             judge = criteria.judge_for(component)
             prompt, _ = render_judge_prompt(criteria, component, kind, kind.item_model.model_validate(row.payload), catalog)
         except AssayError as exc:
-            pipeline.land(session, ref, ComponentResult.failed(exc.message, dict(exc.details)))
+            land(session, ref, ComponentResult.failed(exc.message, dict(exc.details)))
             prepared.failed += 1
             continue
         price = catalog.models[judge.model]
@@ -154,7 +156,7 @@ def prepare(
                 # Not even one more request fits: the budget is spent as far as new calls go, so none
                 # of the waiting requests will be sent; their scores stop like realtime ones would.
                 for waiting in rows[rows.index(row):]:
-                    pipeline.stop_for_budget(session, ComponentRef(waiting.score_id, component, JUDGE_QUEUE), "batch-lane")
+                    stop_for_budget(session, ComponentRef(waiting.score_id, component, JUDGE_QUEUE), "batch-lane")
                     prepared.budget_stopped += 1
             break
         committed += bound
@@ -258,7 +260,7 @@ def apply_results(
 ) -> list[ComponentRef]:
     """Land a chunk of a provider batch's results; returns components to send on the realtime lane."""
     from assay.scoring.judge.service import cost_usd, read_answer, usage_of
-    from assay.scoring.scorer import judge_inputs_for, verdict_result
+    from assay.scoring.pipeline.scorer import judge_inputs_for, verdict_result
 
     row = session.get(ProviderBatch, row_id)
     if row is None:
@@ -289,7 +291,7 @@ def apply_results(
         try:
             judge = criteria.judge_for(row.component)
         except AssayError as exc:  # criteria are immutable, so prepare() saw this too; never crash the poll
-            pipeline.land(session, ref, ComponentResult.failed(exc.message))
+            land(session, ref, ComponentResult.failed(exc.message))
             continue
         price = catalog.models[judge.model]
         message = result.result.message
@@ -308,7 +310,7 @@ def apply_results(
             notes = {}
         outcome = verdict_result(judge, verdict, notes, calls=1, usage=usage, cost_usd=cost)
         outcome.details.update(lane="batch", repaired=False)  # an unusable answer goes realtime, never repaired here
-        pipeline.land(session, ref, outcome)
+        land(session, ref, outcome)
     return to_realtime
 
 
@@ -326,7 +328,7 @@ def _to_realtime(
         .values(**values)
     )
     if cost:
-        pipeline.charge_score(session, ref.score_id, cost)
+        charge_score(session, ref.score_id, cost)
 
 
 def finish(session: Session, row_id: uuid.UUID) -> list[ComponentRef]:

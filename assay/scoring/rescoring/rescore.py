@@ -12,7 +12,7 @@ hash had their judge skipped (no API key then). Old score rows are kept as histo
 A re-score pays only for what changed: a component whose fingerprint (its own specification, the kind
 and the field mapping) is the same as in the item's latest finished score of the suite, where it
 landed ok (or, for a metric, skipped), is copied onto the new score at planning, marked
-``carried_over_from``, at no cost (``pipeline.create_components``); the estimate does not count its
+``carried_over_from``, at no cost (``pipeline.planning.create_components``); the estimate does not count its
 judge call.
 
 Idempotent by construction: a second run (or a run killed halfway and run again) finds the items the
@@ -35,7 +35,8 @@ from sqlalchemy.orm import Session, aliased
 
 from assay.scoring.errors import AssayError, BadRequest
 from assay.scoring.kinds import get_kind
-from assay.scoring.pipeline import latest_finished_score, pending_score
+from assay.scoring.pipeline.carry_over import latest_finished_score
+from assay.scoring.pipeline.components import pending_score
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
@@ -228,7 +229,7 @@ def estimate(
 def carried_judge_calls(session: Session, criteria: Criteria, suite: str, items_where: Any) -> dict[str, int]:
     """Per judge component, how many of the items a re-score would carry over instead of judging:
     the item's latest finished score of the suite has the component landed ok under the same
-    component fingerprint (the rule of ``pipeline.carried_results``)."""
+    component fingerprint (the rule of ``pipeline.carry_over.carried_results``)."""
     judges = criteria.judge_components
     rows = session.execute(
         select(Score.criteria_hash, ScoreComponent.component, func.count())
@@ -255,7 +256,7 @@ def _sample_prompt_tokens(
     """Mean system and user prompt tokens of one judge component over the sampled items, and how many
     of them cannot be judged."""
     from assay.scoring.judge.governor import estimate_tokens
-    from assay.scoring.scorer import render_judge_prompt
+    from assay.scoring.pipeline.scorer import render_judge_prompt
 
     systems: list[int] = []
     users: list[int] = []

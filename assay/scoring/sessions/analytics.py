@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Select, exists, func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring.kinds.alert_session import KIND_NAME
 from assay.scoring.reports.views import iso
+from assay.scoring.sessions.items import KIND_NAME
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Item, Score
 from assay.scoring.store.session_models import MissingToolRow, session_scores

@@ -18,7 +18,7 @@ import httpx
 from pydantic import ValidationError
 
 from assay.scoring.errors import AssayError, NotFound
-from assay.scoring.kinds.alert_session import AlertSessionItem
+from assay.scoring.sessions.items import AlertSessionItem
 from assay.settings import get_settings
 
 PATH = "/api/v1/history/sessions/{session_id}"

@@ -29,9 +29,10 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.errors import BadRequest, Conflict, NotFound
 from assay.scoring.intake.idempotency import IdempotencyKey, batch_for, check_retry, hold
-from assay.scoring.kinds.alert_session import COMPLETED, KIND_NAME
-from assay.scoring.pipeline import ComponentRef, create_components, pending_score
+from assay.scoring.pipeline.components import ComponentRef, pending_score
+from assay.scoring.pipeline.planning import create_components
 from assay.scoring.sessions import SUITE
+from assay.scoring.sessions.items import COMPLETED, KIND_NAME
 from assay.scoring.sessions.store import (
     active_score,
     current_item,

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import InvalidInput
 from assay.scoring.intake.ingest import contains_nul, item_content_hash
-from assay.scoring.kinds.alert_session import (
+from assay.scoring.sessions.items import (
     KIND_NAME,
     AlertSessionItem,
     normalize_tool_name,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.scoring.pipeline import JUDGE_QUEUE
+from assay.scoring.pipeline.components import JUDGE_QUEUE
 from assay.scoring.reports.views import iso
 from assay.scoring.sessions.store import Feedback, percent
 from assay.scoring.store.models import Score

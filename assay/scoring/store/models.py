@@ -7,42 +7,23 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Text,
     UniqueConstraint,
     Uuid,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-JsonDoc = JSON().with_variant(JSONB(), "postgresql")
-# The per-item documents (an item's payload, a score's and a component's usage and details) are
-# plain JSON text on Postgres too: no query looks inside them but for ``->`` / ``->>``, which JSON
-# has as well, and the text is 10-30 % smaller than JSONB and cheaper to write (migration 0010).
-# Python ``None`` is SQL NULL there (no bytes) rather than a JSON ``null``; both read back as ``None``.
-JsonText = JSON()
-NullableJsonText = JSON(none_as_null=True)
-
-# Stable constraint names so Alembic migrations and autogenerate agree on every backend.
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+from assay.scoring.store.base import Base, JsonDoc, JsonText, NullableJsonText
 
 SCORE_STATUSES = ("pending", "in_progress", "completed", "failed", "timed_out", "cancelled")
 ACTIVE_SCORE_STATUSES = ("pending", "in_progress")
@@ -73,11 +54,6 @@ def utcnow() -> datetime:
 
 def _in(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {dict[str, Any]: JsonDoc, datetime: DateTime(timezone=True)}
 
 
 class CriteriaDefinition(Base):
@@ -486,5 +462,6 @@ class Review(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-# EP-0028's feedback tables live in their own module but in this metadata (Alembic reads Base).
+# EP-0028's feedback tables live in their own module but in this metadata: whoever reads the models
+# (Alembic, the store) has every table.
 from assay.scoring.store import session_models  # noqa: E402,F401

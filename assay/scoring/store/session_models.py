@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from assay.scoring.store.models import Base
+from assay.scoring.store.base import Base
 
 
 class MissingToolRow(Base):

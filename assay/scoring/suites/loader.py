@@ -52,7 +52,8 @@ from assay.scoring.judge.rubrics import (
 )
 from assay.scoring.judge.verdicts import VerdictType, verdict_type
 from assay.scoring.kinds import get_kind, known_kinds
-from assay.scoring.metrics.registry import PluginRef, check_component_metric
+from assay.scoring.metrics.catalog import check_component_metric
+from assay.scoring.metrics.registry import PluginRef
 from assay.scoring.suites.envsubst import substitute_tree
 
 CRITERIA_SCHEMA_VERSION = 1

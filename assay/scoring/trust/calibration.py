@@ -5,13 +5,13 @@
 The batch is estimated, budgeted, laned and planned like any other batch; a worker's planner takes it
 from there. Deterministic components may carry over from the item's latest machine score (their
 result cannot change); judge components never do: every repeat is a new judge call, which is the
-point (``pipeline.plan_chunk`` reads the ``calibration`` marker of the batch's summary).
+point (``pipeline.planning.plan_chunk`` reads the ``calibration`` marker of the batch's summary).
 
 The sample is deterministic: the N items of the suite (an item belongs to it when it has a machine
 score under it) whose SHA-256 of ``"<suite>:<item id>"`` is smallest, so the same suite and N pick the
 same items every time, and a larger N extends a smaller one.
 
-When the batch finishes (``pipeline._complete_batch_if_done``), :func:`finish_run` stores the noise
+When the batch finishes (a batch-completed hook, ``pipeline.completion``), :func:`finish_run` stores the noise
 estimates (:mod:`assay.scoring.trust.noise`) per judge component and for the total. Calibration scores sit
 outside the one-active-score rule, never enter the review queue, and every reader of machine verdicts
 leaves them out (:func:`assay.scoring.store.filters.machine_scores`).
@@ -32,7 +32,9 @@ from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, aliased
 
 from assay.scoring.errors import InvalidInput, NotFound
-from assay.scoring.pipeline import batch_counts, pending_score
+from assay.scoring.pipeline.components import pending_score
+from assay.scoring.pipeline.hooks import on_batch_completed
+from assay.scoring.pipeline.summaries import batch_counts
 from assay.scoring.rescoring.rescore import Estimate, Lane, estimate
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
@@ -236,6 +238,13 @@ def compute_noise(session: Session, run: CalibrationRun) -> list[NoiseEstimate]:
 
 
 _RUN_STATUS_BY_BATCH = {"completed": "completed", "budget_exhausted": "completed", "cancelled": "cancelled", "failed": "failed"}
+
+
+@on_batch_completed
+def batch_completed(session: Session, batch: Batch) -> None:
+    """A batch completed: if it carries a calibration run, store that run's noise estimates."""
+    if MARKER in (batch.summary or {}):
+        finish_run(session, batch)
 
 
 def finish_run(session: Session, batch: Batch) -> None:

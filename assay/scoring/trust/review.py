@@ -9,7 +9,7 @@ options: changing them restales nothing)::
       repaired: true             # a judge answer that needed a repair request
       random_share: 0.02         # drawn from the score id
 
-- **Entering.** :func:`after_finalize` runs in the finalize transaction (``pipeline.finalize_scores``).
+- **Entering.** :func:`after_finalize`, a scores-finalized hook, runs in the finalize transaction (``pipeline.finalize.finalize_scores``).
   A *completed* machine score matching any rule enters the queue once (``review_queue.score_id`` is
   unique, the insert does nothing on conflict), with each matching rule and its detail as its
   reasons. The random share is decided by the score id (SHA-256 of it as a number in [0, 1)), so a
@@ -42,6 +42,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session, object_session
 
 from assay.scoring.errors import Conflict, InvalidInput, NotFound
+from assay.scoring.pipeline.hooks import Finalized, on_scores_finalized
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
@@ -173,20 +174,7 @@ def suite_rules(options: dict[str, Any] | None, suite_name: str) -> ReviewRules:
         return ReviewRules()
 
 
-@dataclass(frozen=True)
-class Finalized:
-    """A score as its finalize wrote it, for :func:`after_finalize`."""
-
-    score_id: uuid.UUID
-    suite_name: str
-    item_id: uuid.UUID
-    criteria_hash: str
-    threshold: float
-    status: str
-    total: float | None
-    components: Sequence[Any]
-
-
+@on_scores_finalized
 def after_finalize(session: Session, finalized: Sequence[Finalized]) -> dict[uuid.UUID, list[dict[str, Any]]]:
     """In the finalize transaction of a set of scores: each completed machine score enters the queue
     when it matches one of its suite's rules, and closes the open entries of the item's older scores

@@ -14,12 +14,8 @@ import pytest
 
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds.generic import GenericItem
-from assay.scoring.metrics.registry import (
-    MetricContext,
-    PluginRef,
-    build_metric,
-    registered_metrics,
-)
+from assay.scoring.metrics.catalog import build_metric, registered_metrics
+from assay.scoring.metrics.registry import MetricContext, PluginRef
 from assay.scoring.suites.loader import parse_suite
 from assay.settings import get_settings
 

@@ -8,8 +8,8 @@ import asyncio
 
 from assay.scoring.judge.rubrics import fixed_text_after_first_placeholder
 from assay.scoring.kinds import get_kind
-from assay.scoring.pipeline import cache_read_ratio
-from assay.scoring.scorer import render_judge_prompt
+from assay.scoring.pipeline.components import cache_read_ratio
+from assay.scoring.pipeline.scorer import render_judge_prompt
 from assay.scoring.suites.loader import load_model_catalog
 from bench import cost
 from tests.fakes.anthropic_server import CHARS_PER_TOKEN, FakeAnthropic

@@ -17,9 +17,9 @@ import pydantic
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.settings import REPO_ROOT
-from assay.scoring.kinds.kql import KqlGrade
 from assay.scoring.judge.service import output_config_for
+from assay.scoring.kinds.kql import KqlGrade
+from assay.settings import REPO_ROOT
 from tests.fakes.anthropic_server import FakeAnthropic, FakeControl
 from tests.scoring.judge.conftest import MODEL
 

@@ -15,8 +15,8 @@ from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import make_client
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import MetricContext
-from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import JudgeRuntime, WorkUnit, compute, render_judge_prompt
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.scorer import JudgeRuntime, WorkUnit, compute, render_judge_prompt
 from assay.scoring.suites.loader import load_model_catalog, parse_suite
 from assay.settings import REPO_ROOT
 from tests.scoring.judge.conftest import FAST_POLICY

@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from assay.settings import REPO_ROOT
 from assay.scoring.errors import CriteriaError
-from assay.scoring.kinds.kql import KqlGrade
 from assay.scoring.judge.prompt import PromptError, output_schema_text, render_prompt
+from assay.scoring.kinds.kql import KqlGrade
+from assay.settings import REPO_ROOT
 
 MODEL = "claude-haiku-5-5"
 KQL_TEMPLATE = (REPO_ROOT / "config" / "prompts" / "kql_grading.md").read_text()

@@ -11,8 +11,8 @@ import httpx2
 import pytest
 
 from assay.scoring.judge.breaker import BreakerOpen
-from assay.scoring.judge.retry import RetryPolicy, is_transient, retry_after_seconds, retrying
 from assay.scoring.judge.loop import judge_loop
+from assay.scoring.judge.retry import RetryPolicy, is_transient, retry_after_seconds, retrying
 from tests.scoring.judge.conftest import MODEL
 
 

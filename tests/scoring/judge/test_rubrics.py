@@ -15,7 +15,11 @@ from pydantic import BaseModel, ValidationError
 from assay.scoring.errors import CriteriaError
 from assay.scoring.judge.prompt import render_prompt
 from assay.scoring.judge.rubrics import (
-    DEFAULT_ITEM_TEMPLATE, VerdictSpec, compose_template, fixed_text_after_first_placeholder, rubric_verdict,
+    DEFAULT_ITEM_TEMPLATE,
+    VerdictSpec,
+    compose_template,
+    fixed_text_after_first_placeholder,
+    rubric_verdict,
 )
 from assay.scoring.judge.service import output_config_for, read_answer
 

@@ -10,7 +10,8 @@ import pytest
 
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql.results import align_columns, compare_rows
-from assay.scoring.metrics.registry import MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import MetricContext
 
 CTX = MetricContext(now=datetime(2007, 1, 31))
 SCHEMA = build_metric("kql.schema_match", 3, {}, "kql")

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from assay.scoring.intake.datasets import make_table
 from assay.scoring.kinds.kql import KIND, KqlItem
 from assay.scoring.kql import offline
-from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
 from tests.conftest import REPO
 from tests.scoring.kql.conftest import NOW
 

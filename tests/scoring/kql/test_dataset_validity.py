@@ -31,7 +31,8 @@ import pytest
 from assay.scoring.intake.datasets import make_table
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import offline
-from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
 from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO
 from tests.scoring.kql.dataset_pairs import (

@@ -22,7 +22,8 @@ import pytest
 
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql.execute import execute_kql
-from assay.scoring.metrics.registry import MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import MetricContext
 
 NOW = datetime(2024, 5, 1, 12, 0)
 LEVELS = ["Info", "Info", "Warning", "Error", "Info", "Warning"]

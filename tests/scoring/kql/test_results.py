@@ -10,7 +10,8 @@ import pytest
 from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql.results import compare_rows
-from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
 
 CTX = MetricContext(now=datetime(2007, 1, 31))
 

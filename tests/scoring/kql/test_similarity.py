@@ -11,7 +11,8 @@ from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import parse_query
 from assay.scoring.kql.similarity import SimilarityWeights, compare_structures, jaccard
-from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
 
 CTX = MetricContext(now=datetime(2007, 1, 31))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.scoring.metrics.registry import build_metric
+from assay.scoring.metrics.catalog import build_metric
 from assay.scoring.suites.loader import load_suite
 
 CONFIG = Path(__file__).resolve().parents[3] / "config"

@@ -15,7 +15,8 @@ from assay.scoring.kinds.kql import KqlItem
 from assay.scoring.kql import parse_query
 from assay.scoring.kql.execute import OfflineTables
 from assay.scoring.kql.results import compare_rows
-from assay.scoring.metrics.registry import MetricContext, build_metric
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import MetricContext
 from tests.scoring.kql.conftest import NOW
 from tests.scoring.kql.validity_pairs import (
     EQUIVALENT,

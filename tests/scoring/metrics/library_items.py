@@ -9,12 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from assay.scoring.errors import CriteriaError
-from assay.scoring.metrics.registry import (
-    ComponentResult,
-    MetricContext,
-    build_metric,
-    check_component_metric,
-)
+from assay.scoring.metrics.catalog import build_metric, check_component_metric
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
 
 CTX = MetricContext(now=datetime(2026, 1, 1, tzinfo=UTC))
 

@@ -24,15 +24,11 @@ from assay.scoring.errors import CriteriaError
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.generic import GenericItem
 from assay.scoring.metrics import plugins, registry
+from assay.scoring.metrics.catalog import build_metric, registered_metrics
 from assay.scoring.metrics.plugins import ComponentResult, PluginArgs, PluginMetric
-from assay.scoring.metrics.registry import (
-    MetricContext,
-    PluginRef,
-    build_metric,
-    registered_metrics,
-)
-from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, compute
+from assay.scoring.metrics.registry import MetricContext, PluginRef
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.scorer import WorkUnit, compute
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import CriteriaDefinition, ScoreComponent
 from assay.scoring.suites.criteria import register_suite

@@ -9,15 +9,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from assay.scoring.errors import CriteriaError
 from assay.scoring.metrics import registry
+from assay.scoring.metrics.catalog import build_metric, check_component_metric, registered_metrics
 from assay.scoring.metrics.registry import (
     ComponentResult,
     ItemRef,
     MissingItemValue,
     PluginRef,
-    build_metric,
-    check_component_metric,
     register_metric,
-    registered_metrics,
     resolve_arg,
 )
 from tests.scoring.metrics.library_items import CTX, Item

@@ -13,8 +13,9 @@ from typing import Any
 
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pandas_codegen import PandasItem
-from assay.scoring.metrics.registry import ComponentResult, MetricContext, build_metric
-from assay.scoring.pipeline import component_pass_blockers
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import ComponentResult, MetricContext
+from assay.scoring.pipeline.finalize import component_pass_blockers
 from assay.scoring.suites.loader import Suite, parse_suite
 
 REPO = Path(__file__).resolve().parents[3]

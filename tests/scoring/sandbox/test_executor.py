@@ -7,8 +7,8 @@ import datetime as dt
 import json
 import os
 import signal
-import sys
 import statistics
+import sys
 import time
 from pathlib import Path
 

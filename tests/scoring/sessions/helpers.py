@@ -102,7 +102,7 @@ class StubJudge:
 
 
 def judge_runtime() -> Any:
-    from assay.scoring.scorer import JudgeRuntime
+    from assay.scoring.pipeline.scorer import JudgeRuntime
     from assay.scoring.suites.loader import load_model_catalog
 
     return JudgeRuntime(client=object(), breaker=None, governor=None, catalog=load_model_catalog(REPO / "config"))
@@ -110,8 +110,9 @@ def judge_runtime() -> Any:
 
 def run_refs(refs: list[Any]) -> None:
     """Claim, compute and land component refs in this process, as a worker would."""
-    from assay.scoring.pipeline import claim, land
-    from assay.scoring.scorer import compute, load_work
+    from assay.scoring.pipeline.claims import claim
+    from assay.scoring.pipeline.landing import land
+    from assay.scoring.pipeline.scorer import compute, load_work
     from assay.scoring.store.db import transaction
 
     runtime = judge_runtime()

@@ -8,14 +8,13 @@ from tests.scoring.sessions.helpers import skip_unless_core_ready
 skip_unless_core_ready()  # first: the imports below register the session tables
 
 import asyncio
-import json
 
 from assay.scoring.judge.prompt import OUTPUT_SCHEMA, PLACEHOLDER, output_schema_text, template_placeholders
 from assay.scoring.judge.rubrics import fixed_text_after_first_placeholder
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.alert_session import JudgeOutputSchema, render_alert, render_conversation
-from assay.scoring.pipeline import cache_read_ratio
-from assay.scoring.scorer import render_judge_prompt
+from assay.scoring.pipeline.components import cache_read_ratio
+from assay.scoring.pipeline.scorer import render_judge_prompt
 from assay.scoring.suites.loader import list_suite_names, load_model_catalog, load_suite
 from bench import cost
 from tests.conftest import REPO

@@ -20,15 +20,12 @@ from assay.scoring.judge.prompt import render_prompt, template_placeholders
 from assay.scoring.judge.verdicts import verdict_type
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.alert_session import (
-    AlertSessionItem,
-    ChatMessage,
     JudgeOutputSchema,
-    ToolCall,
-    normalize_tool_name,
     render_alert,
     render_conversation,
     session_facts,
 )
+from assay.scoring.sessions.items import AlertSessionItem, ChatMessage, ToolCall, normalize_tool_name
 from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO
 from tests.scoring.sessions.helpers import VERDICT, example_sessions, make_session

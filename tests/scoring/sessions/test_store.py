@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from sqlalchemy import create_engine, delete, func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring.kinds.alert_session import AlertSessionItem
+from assay.scoring.sessions.items import AlertSessionItem
 from assay.scoring.sessions import service as svc
 from assay.scoring.sessions import store
 from assay.scoring.store.db import migrate, transaction

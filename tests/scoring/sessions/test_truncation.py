@@ -15,7 +15,6 @@ from assay.scoring.judge.governor import estimate_tokens
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.alert_session import (
     SAFETY_RATIO,
-    AlertSessionItem,
     JudgeOutputSchema,
     SessionNotCompleted,
     SessionTooLong,
@@ -23,8 +22,9 @@ from assay.scoring.kinds.alert_session import (
     prepare_judge,
 )
 from assay.scoring.metrics.registry import MetricContext
-from assay.scoring.pipeline import ComponentRef
-from assay.scoring.scorer import WorkUnit, compute
+from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.scorer import WorkUnit, compute
+from assay.scoring.sessions.items import AlertSessionItem
 from assay.scoring.suites.loader import load_suite
 from tests.conftest import REPO
 from tests.scoring.sessions.helpers import judge_runtime

@@ -17,13 +17,9 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.errors import AssayError
 from assay.scoring.kinds import Kind, get_kind
-from assay.scoring.metrics.registry import (
-    ComponentResult,
-    Metric,
-    MetricContext,
-    build_metric,
-)
-from assay.scoring.pipeline import ComponentRef
+from assay.scoring.metrics.catalog import build_metric
+from assay.scoring.metrics.registry import ComponentResult, Metric, MetricContext
+from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.store.models import Item, Score, SuiteRecord
 from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import Criteria, JudgeOptions, ModelCatalog, ResolvedJudge

@@ -1,0 +1,76 @@
+"""What the pipeline hands around: component references, the queues they travel on, a new score's
+row, and the sums of what calls used."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from assay.scoring.suites.loader import Criteria
+
+METRICS_QUEUE = "metrics"
+JUDGE_QUEUE = "judge"
+
+
+@dataclass(frozen=True)
+class ComponentRef:
+    score_id: uuid.UUID
+    component: str
+    queue: str
+
+
+class Enqueuer(Protocol):
+    """Publishes component tasks; the workers layer implements it over Celery."""
+
+    def enqueue(self, refs: Sequence[ComponentRef]) -> None: ...
+
+
+def queue_for(criteria: Criteria, component: str) -> str:
+    return JUDGE_QUEUE if criteria.components[component].is_judge else METRICS_QUEUE
+
+
+def pending_score(
+    *,
+    item_id: uuid.UUID,
+    suite: str,
+    criteria_hash: str,
+    criteria: Criteria,
+    triggered_by: str,
+    created_at: datetime,
+    batch_id: uuid.UUID | None = None,
+    position: int = 0,
+) -> dict[str, Any]:
+    """The column values of a new score, waiting to be planned (every way a score is made uses it)."""
+    return dict(
+        id=uuid.uuid4(),
+        item_id=item_id,
+        batch_id=batch_id,
+        position=position,
+        suite_name=suite,
+        criteria_hash=criteria_hash,
+        status="pending",
+        partial=False,
+        components_total=len(criteria.components),
+        components_landed=0,
+        cost_usd=0.0,
+        triggered_by=triggered_by[:255],
+        created_at=created_at,
+    )
+
+
+def cache_read_ratio(usage: dict[str, int]) -> float | None:
+    """Share of prompt tokens served from the prompt cache."""
+    prompt = sum(usage.get(k, 0) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    return round(usage.get("cache_read_input_tokens", 0) / prompt, 6) if prompt else None
+
+
+def sum_usage(usages: Any) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for usage in usages:
+        if usage:
+            total.update({k: int(v) for k, v in usage.items() if isinstance(v, int | float)})
+    return dict(total)
