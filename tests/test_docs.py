@@ -141,3 +141,10 @@ def test_the_command_form_check_catches_a_bare_command():
     assert [line for line in shell_lines(text) if BARE_COMMAND.match(line)] == [
         "assay beat", "ASSAY_FLOWER_PASSWORD=x assay flower",
     ]
+
+
+def test_the_readme_links_to_files_that_exist():
+    # The README is not part of the Sphinx build, so its links to the pages are checked here.
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", (REPO / "README.md").read_text())
+    assert targets, "the README links to no page"
+    assert [target for target in targets if not (REPO / target).exists()] == []
