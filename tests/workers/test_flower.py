@@ -1,6 +1,7 @@
-"""Flower as an operator runs it (README, "By hand"): real ``assay worker`` and ``assay flower``
-processes on loopback. Flower lists every worker started side by side on one host and every queue
-with its depth; it listens on loopback unless told otherwise; its /metrics needs the login."""
+"""Flower as an operator runs it (docs/operations/by-hand.md): real ``assay worker`` and
+``assay flower`` processes on loopback. Flower lists every worker started side by side on one host
+and every queue with its depth; it listens on loopback unless told otherwise; its /metrics needs
+the login."""
 
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ def _get(url: str, **kwargs: object) -> httpx.Response | None:
 
 
 def test_flower_lists_every_worker_on_one_host_and_every_queue_with_its_depth(processes):
-    # The README's by-hand setup, with one more judge worker: three workers on this host.
+    # The by-hand setup (docs/operations/by-hand.md) with one more judge worker: three workers
+    # on this host.
     commands = {"judge-a": ("--queues", "judge"), "judge-b": ("--queues", "judge"),
                 "metrics": ("--queues", "metrics,control", "--concurrency", "1")}
     workers = {}
