@@ -15,22 +15,17 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from assay.scoring.pipeline.completion import complete_batch_if_done, finish_batch_after_commit
+from assay.scoring.pipeline.components import COMPONENTS as _components
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     LANDED_COMPONENT_STATUSES,
     Batch,
     Score,
-    ScoreComponent,
     utcnow,
 )
 
 log = logging.getLogger(__name__)
-
-# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
-# more CPU than the round trip itself, several times per component.
-_components = ScoreComponent.__table__
-
 
 def charge_score(session: Session, score_id: uuid.UUID, cost_usd: float | None) -> None:
     """Add a spend outside a landing (a deferred or redirected attempt) to the score's batch."""

@@ -21,21 +21,18 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from assay.scoring.errors import AssayError
+from assay.scoring.pipeline.components import COMPONENTS as _components
 from assay.scoring.pipeline.components import METRICS_QUEUE
+from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.finalize import FINALIZING_COLUMNS, finalize_score
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
     FINISHED_SCORE_STATUSES,
-    Score,
     ScoreComponent,
 )
 from assay.scoring.suites.criteria import load_criteria
 
-# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
-# more CPU than the round trip itself, several times per component.
-_components = ScoreComponent.__table__
-_scores = Score.__table__
 _c, _s = _components.c, _scores.c
 
 

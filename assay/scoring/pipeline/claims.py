@@ -21,18 +21,14 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from assay.scoring.pipeline.budgets import BUDGET_SPENT, BUDGETED, budget_state, charge_score
+from assay.scoring.pipeline.components import COMPONENTS as _components
 from assay.scoring.pipeline.components import JUDGE_QUEUE, ComponentRef, sum_usage
+from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.store.models import (
     LANDED_COMPONENT_STATUSES,
-    Score,
     ScoreComponent,
     utcnow,
 )
-
-# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
-# more CPU than the round trip itself, several times per component.
-_components = ScoreComponent.__table__
-_scores = Score.__table__
 
 
 @dataclass(frozen=True)

@@ -11,19 +11,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.hooks import batch_completed
 from assay.scoring.pipeline.summaries import batch_summary
 from assay.scoring.store.db import after_commit, transaction
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     Batch,
-    Score,
     utcnow,
 )
 
-# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
-# more CPU than the round trip itself, several times per component.
-_scores = Score.__table__
 _s = _scores.c
 
 

@@ -1,5 +1,5 @@
 """What the pipeline hands around: component references, the queues they travel on, a new score's
-row, and the sums of what calls used."""
+row, the tables hot-path statements use, and the sums of what calls used."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from assay.scoring.store.models import Score, ScoreComponent
 from assay.scoring.suites.loader import Criteria
+
+# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
+# more CPU than the round trip itself, several times per component.
+COMPONENTS = ScoreComponent.__table__
+SCORES = Score.__table__
 
 METRICS_QUEUE = "metrics"
 JUDGE_QUEUE = "judge"

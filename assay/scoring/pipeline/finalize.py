@@ -22,22 +22,18 @@ from assay import observability
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import PASS_BLOCKER
 from assay.scoring.pipeline.completion import finish_batch_after_commit
+from assay.scoring.pipeline.components import COMPONENTS as _components
+from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.components import sum_usage
 from assay.scoring.pipeline.hooks import Finalized, scores_finalized
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     Item,
-    Score,
-    ScoreComponent,
     utcnow,
 )
 from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import Criteria
 
-# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
-# more CPU than the round trip itself, several times per component.
-_components = ScoreComponent.__table__
-_scores = Score.__table__
 _c, _s = _components.c, _scores.c
 
 

@@ -26,19 +26,15 @@ from sqlalchemy.orm import Session
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.budgets import charge_batch
 from assay.scoring.pipeline.claims import Claim, spend_so_far
+from assay.scoring.pipeline.components import COMPONENTS as _components
+from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.finalize import FINALIZING_COLUMNS, finalize_scores
 from assay.scoring.store.models import (
     LANDED_COMPONENT_STATUSES,
-    Score,
-    ScoreComponent,
     utcnow,
 )
 
-# Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
-# more CPU than the round trip itself, several times per component.
-_components = ScoreComponent.__table__
-_scores = Score.__table__
 _c, _s = _components.c, _scores.c
 
 
