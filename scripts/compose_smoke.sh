@@ -3,26 +3,30 @@
 #
 #   scripts/compose_smoke.sh            # docker compose, or podman-compose when only podman is installed
 #
-# Steps: build the images; start the stack (own project name, random secrets, free host ports); wait for
-# /readyz; upload examples/kql_items.jsonl with the configured API key and wait for the batch to
-# complete; check the API's /metrics and each worker's exporter; check Flower, through its published
-# port on 127.0.0.1, lists every worker (worker-judge@assay, worker-metrics@assay) on every queue
-# (judge, metrics, control); upload a larger generated batch, kill the worker-metrics container
-# mid-batch, and check the batch still completes with every item scored exactly once (psql in the
-# postgres container). Everything is torn down with its volumes at the end, on failure too.
+# Steps: build the images; start the stack with worker-judge scaled to SMOKE_JUDGE_WORKERS containers
+# (own project name, random secrets, free host ports on 127.0.0.1) and count the running judge
+# containers; wait for /readyz; upload examples/kql_items.jsonl with the configured API key and wait for
+# the batch to complete; check the API's /metrics and each worker container's exporter; run every
+# container's healthcheck; check Flower, through its published port on 127.0.0.1, lists every worker
+# container under its own node name (SERVICE@its hostname) on its queues; upload a larger generated
+# batch, kill the worker-metrics container mid-batch, and check the batch still completes with every
+# item scored exactly once (psql in the postgres container). Everything is torn down at the end, on
+# failure too: containers, network, volumes and the images it built. It talks to 127.0.0.1 only.
 #
 # Needs a container engine and the base images (a registry, or scripts/standin-images/build.sh).
 # Not part of the test suite. Exit status 0 only when every step passed.
 #
-# Knobs (environment): SMOKE_ITEMS (items in the kill test, default 400), SMOKE_TIMEOUT (seconds to wait
-# for each batch, default 900), SMOKE_KEEP=1 (leave the stack up, for a look after a failure),
-# SMOKE_PROJECT (compose project name, default assay-smoke).
+# Knobs (environment): SMOKE_JUDGE_WORKERS (worker-judge containers, default 2), SMOKE_ITEMS (items in the
+# kill test, default 400), SMOKE_TIMEOUT (seconds to wait for each batch, default 900), SMOKE_KEEP=1
+# (leave the stack up, for a look after a failure), SMOKE_PROJECT (compose project name, default
+# assay-smoke).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 PROJECT="${SMOKE_PROJECT:-assay-smoke}"
 ITEMS="${SMOKE_ITEMS:-400}"
 TIMEOUT="${SMOKE_TIMEOUT:-900}"
+JUDGE_WORKERS="${SMOKE_JUDGE_WORKERS:-2}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/assay-smoke.XXXXXX")"
 STARTED=$SECONDS
 STEP_STARTED=$SECONDS
@@ -48,6 +52,10 @@ elif command -v podman >/dev/null 2>&1; then
   ENGINE=podman
   if command -v podman-compose >/dev/null 2>&1; then
     COMPOSE=(podman-compose)
+    # podman-compose before 1.4 accepts `up --scale` and silently starts one container per service.
+    pc_version="$(podman-compose --version 2>/dev/null | sed -n 's/^podman-compose version \([0-9][0-9.]*\).*/\1/p' | head -n1)"
+    python3 -c 'import sys; v = tuple(int(p) for p in sys.argv[1].split(".")[:2]); sys.exit(v < (1, 4))' "${pc_version:-0}" \
+      || fail "podman-compose ${pc_version:-of unknown version} ignores --scale (it needs 1.4 or newer): pip install 'podman-compose>=1.4'"
   elif podman compose version >/dev/null 2>&1; then
     COMPOSE=(podman compose)
   else
@@ -58,6 +66,7 @@ else
 fi
 command -v curl >/dev/null 2>&1 || fail "curl is needed"
 command -v python3 >/dev/null 2>&1 || fail "python3 is needed (JSON parsing)"
+[[ "$JUDGE_WORKERS" =~ ^[1-9][0-9]?$ ]] || fail "SMOKE_JUDGE_WORKERS must be a number from 1 to 99, not '$JUDGE_WORKERS'"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 random_text() { python3 -c 'import secrets; print(secrets.token_hex(24))'; }
@@ -69,17 +78,36 @@ export ASSAY_API_KEYS="[\"smoke:${API_KEY}\"]"
 export ASSAY_FLOWER_USER=smoke
 export ASSAY_FLOWER_PASSWORD="$(random_text)"
 export ANTHROPIC_API_KEY=""  # no judge: judge components are skipped, scores partial
-export ASSAY_API_HOST_PORT="${SMOKE_API_PORT:-$(free_port)}"
+API_PORT="${SMOKE_API_PORT:-$(free_port)}"
 export ASSAY_FLOWER_HOST_PORT="${SMOKE_FLOWER_PORT:-$(free_port)}"
-API="http://127.0.0.1:${ASSAY_API_HOST_PORT}"
+# The API is published on the host's loopback only (compose's HOST_IP:PORT form): this test stack has a
+# throwaway key and talks to nothing else.
+export ASSAY_API_HOST_PORT="127.0.0.1:${API_PORT}"
+API="http://127.0.0.1:${API_PORT}"
 FLOWER="http://127.0.0.1:${ASSAY_FLOWER_HOST_PORT}"
 
 compose() { (cd "$REPO" && "${COMPOSE[@]}" -p "$PROJECT" -f docker-compose.yml "$@"); }
 
-# The container of a service, by the labels both compose implementations set.
-container_of() {
+# The containers of a service, by the labels both compose implementations set (extra ps arguments,
+# e.g. a status filter, come after the service).
+containers_of() {
+  local svc="$1"
+  shift
   "$ENGINE" ps -a -q --filter "label=com.docker.compose.project=${PROJECT}" \
-    --filter "label=com.docker.compose.service=$1" | head -n1
+    --filter "label=com.docker.compose.service=${svc}" "$@"
+}
+container_of() { containers_of "$1" | head -n1; }
+
+# The images this run built and tagged: PROJECT_SERVICE (podman-compose) or PROJECT-SERVICE (Docker).
+project_images() {
+  "$ENGINE" images --format '{{.Repository}}:{{.Tag}}' | grep -E "^(localhost/)?${PROJECT}[_-][a-z-]+:" || true
+}
+remove_project_images() {
+  local images
+  mapfile -t images < <(project_images)
+  # podman's rmi takes the build's untagged intermediate images with them; Docker keeps only its
+  # BuildKit cache (docker builder prune clears it).
+  [ "${#images[@]}" -eq 0 ] || "$ENGINE" rmi -f "${images[@]}" >/dev/null 2>&1 || true
 }
 
 cleanup() {
@@ -88,21 +116,24 @@ cleanup() {
   if [ "$status" -ne 0 ]; then
     printf '\n== logs (last 40 lines per service) after the failure\n' >&2
     for svc in postgres redis migrate api worker-judge worker-metrics beat flower; do
-      id="$(container_of "$svc" 2>/dev/null || true)"
-      [ -n "$id" ] || continue
-      printf -- '--- %s\n' "$svc" >&2
-      "$ENGINE" logs --tail 40 "$id" >&2 2>&1 || true
+      for id in $(containers_of "$svc" 2>/dev/null || true); do
+        printf -- '--- %s (%s)\n' "$svc" "$id" >&2
+        "$ENGINE" logs --tail 40 "$id" >&2 2>&1 || true
+      done
     done
   fi
   if [ "${SMOKE_KEEP:-0}" = 1 ]; then
     printf '\nSMOKE_KEEP=1: the stack is still up (project %s); remove it with:\n  cd %s && %s -p %s down -v\n' \
       "$PROJECT" "$REPO" "${COMPOSE[*]}" "$PROJECT"
   else
-    printf '\n== [%4ss] tear down (containers, network, volumes)\n' "$((SECONDS - STARTED))"
+    printf '\n== [%4ss] tear down (containers, network, volumes, images)\n' "$((SECONDS - STARTED))"
     compose down -v --remove-orphans >/dev/null 2>&1 || compose down -v >/dev/null 2>&1 || true
+    remove_project_images
     left="$("$ENGINE" ps -a -q --filter "label=com.docker.compose.project=${PROJECT}" | wc -l)"
     vols="$("$ENGINE" volume ls -q | grep -c "^${PROJECT}[_-]" || true)"
-    printf '   containers left: %s, volumes left: %s\n' "$left" "$vols"
+    nets="$("$ENGINE" network ls --format '{{.Name}}' | grep -c "^${PROJECT}[_-]" || true)"
+    imgs="$(project_images | wc -l)"
+    printf '   containers left: %s, volumes left: %s, networks left: %s, images left: %s\n' "$left" "$vols" "$nets" "$imgs"
   fi
   rm -rf "$WORK"
   if [ "$status" -eq 0 ]; then
@@ -162,7 +193,7 @@ for sep in _ -; do
 done
 info "$("$ENGINE" image inspect -f '{{.Size}}' "${PROJECT}_migrate" 2>/dev/null || "$ENGINE" image inspect -f '{{.Size}}' "${PROJECT}-migrate") bytes"
 
-UP_ARGS=(up -d)
+UP_ARGS=(up -d --scale "worker-judge=${JUDGE_WORKERS}")
 if [ "${COMPOSE[0]}" = podman-compose ]; then
   # podman-compose turns depends_on into `podman run --requires`, and podman before 4.6 cannot start a
   # container whose requirements chain through an exited one-shot container (migrate): "depends on
@@ -173,6 +204,16 @@ fi
 step "start the stack (${COMPOSE[*]} ${UP_ARGS[*]})"
 compose "${UP_ARGS[@]}" >"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log" >&2; fail "compose up failed"; }
 
+step "count the running worker-judge containers (want ${JUDGE_WORKERS})"
+deadline=$((SECONDS + 60))
+while :; do
+  running="$(containers_of worker-judge --filter status=running | wc -l)"
+  [ "$running" = "$JUDGE_WORKERS" ] && break
+  [ "$SECONDS" -lt "$deadline" ] || fail "${running} worker-judge container(s) running, not ${JUDGE_WORKERS}: ${COMPOSE[*]} did not honour --scale"
+  sleep 2
+done
+info "${running} worker-judge containers running"
+
 step "wait for ${API}/readyz"
 deadline=$((SECONDS + 300))
 until curl -fsS --max-time 5 "${API}/readyz" >/dev/null 2>&1; do
@@ -180,6 +221,8 @@ until curl -fsS --max-time 5 "${API}/readyz" >/dev/null 2>&1; do
   sleep 2
 done
 info "$(curl -sS "${API}/readyz")"
+published="$("$ENGINE" port "$(container_of api)" 8000 || true)"
+if printf '%s\n' "$published" | grep -vq '^127\.0\.0\.1:'; then fail "the API is published beyond the host's loopback: $published"; fi
 
 # --- 2. the example batch -----------------------------------------------------------------------------
 step "upload examples/kql_items.jsonl through the API (suite kql)"
@@ -202,31 +245,44 @@ info "/metrics: $(grep -c '^assay_' "$WORK/metrics.txt") assay_ samples"
 [ "$(curl -sS -o /dev/null -w '%{http_code}' "${API}/metrics")" = 401 ] || fail "/metrics answers without a key"
 scored=0
 for svc in worker-judge worker-metrics; do
-  id="$(container_of "$svc")"
-  [ -n "$id" ] || fail "no $svc container"
-  out="$("$ENGINE" exec "$id" python -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9100/metrics', timeout=5).read().decode())")" \
-    || fail "$svc: its exporter on :9100 does not answer"
-  n="$(printf '%s\n' "$out" | awk '/^assay_items_scored_total/ {s += $2} END {printf "%d", s}')"
-  info "$svc: exporter up, assay_items_scored_total = $n"
-  scored=$((scored + n))
+  ids="$(containers_of "$svc")"
+  [ -n "$ids" ] || fail "no $svc container"
+  for id in $ids; do
+    out="$("$ENGINE" exec "$id" python -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9100/metrics', timeout=5).read().decode())")" \
+      || fail "$svc ($id): its exporter on :9100 does not answer"
+    n="$(printf '%s\n' "$out" | awk '/^assay_items_scored_total/ {s += $2} END {printf "%d", s}')"
+    info "$svc ($id): exporter up, assay_items_scored_total = $n"
+    scored=$((scored + n))
+  done
 done
 [ "$scored" -ge 4 ] || fail "the workers counted $scored scored items, expected at least 4"
 
-step "run each service's own healthcheck command in its container (workers ping their fixed node names)"
+step "run each container's own healthcheck command in it (workers ping their own node, SERVICE@\$(hostname))"
 for svc in postgres redis api worker-judge worker-metrics; do
-  id="$(container_of "$svc")"
-  test_json="$("$ENGINE" inspect -f '{{json .Config.Healthcheck.Test}}' "$id")"
-  mapfile -t cmd < <(printf '%s' "$test_json" | python3 -c '
+  for id in $(containers_of "$svc"); do
+    test_json="$("$ENGINE" inspect -f '{{json .Config.Healthcheck.Test}}' "$id")"
+    mapfile -t cmd < <(printf '%s' "$test_json" | python3 -c '
 import json, sys
 t = json.load(sys.stdin) or []
 print("\n".join(["sh", "-c", t[1]] if t and t[0] == "CMD-SHELL" else t[1:]))')
-  [ "${#cmd[@]}" -gt 0 ] || fail "$svc has no healthcheck"
-  "$ENGINE" exec "$id" "${cmd[@]}" >/dev/null 2>&1 || fail "$svc: its healthcheck fails: $test_json"
-  info "$svc: healthy"
+    [ "${#cmd[@]}" -gt 0 ] || fail "$svc has no healthcheck"
+    "$ENGINE" exec "$id" "${cmd[@]}" >/dev/null 2>&1 || fail "$svc ($id): its healthcheck fails: $test_json"
+    info "$svc ($id): healthy"
+  done
 done
 
 # --- 4. Flower ----------------------------------------------------------------------------------------
-step "check Flower through its published port (every worker, every queue)"
+step "check Flower through its published port (every worker container under its own node name, on its queues)"
+# The node each worker container should have: SERVICE@its hostname (the compose file's --name SERVICE@%h).
+: >"$WORK/nodes.txt"
+for svc in worker-judge worker-metrics; do
+  for id in $(containers_of "$svc" --filter status=running); do
+    host="$("$ENGINE" exec "$id" hostname)" && [ -n "$host" ] || fail "$svc ($id): \`hostname\` gave no name"
+    printf '%s@%s\n' "$svc" "$host" >>"$WORK/nodes.txt"
+  done
+done
+[ "$(grep -c '^worker-judge@' "$WORK/nodes.txt")" = "$JUDGE_WORKERS" ] || fail "expected ${JUDGE_WORKERS} worker-judge nodes: $(cat "$WORK/nodes.txt")"
+[ "$(sort -u "$WORK/nodes.txt" | wc -l)" = "$(wc -l <"$WORK/nodes.txt")" ] || fail "two worker containers share a node name: $(cat "$WORK/nodes.txt")"
 published="$("$ENGINE" port "$(container_of flower)" 5555 || true)"
 info "flower 5555/tcp published on: $(echo "$published" | tr '\n' ' ')"
 printf '%s\n' "$published" | grep -q . || fail "Flower's port is not published"
@@ -235,12 +291,13 @@ if printf '%s\n' "$published" | grep -vq '^127\.0\.0\.1:'; then fail "Flower is 
 deadline=$((SECONDS + 120))
 while :; do
   if curl -fsS --max-time 30 -u "${ASSAY_FLOWER_USER}:${ASSAY_FLOWER_PASSWORD}" "${FLOWER}/api/workers?refresh=1" >"$WORK/workers.json" 2>"$WORK/flower.err" &&
-    python3 - "$WORK/workers.json" <<'PY'; then
+    python3 - "$WORK/workers.json" "$WORK/nodes.txt" <<'PY'; then
 import json, sys
-want = {"worker-judge@assay": {"judge"}, "worker-metrics@assay": {"metrics", "control"}}
+queues_of = {"worker-judge": {"judge"}, "worker-metrics": {"metrics", "control"}}
+want = {node: queues_of[node.split("@", 1)[0]] for node in open(sys.argv[2]).read().split()}
 workers = json.load(open(sys.argv[1]))
 ok = True
-for node, queues in want.items():
+for node, queues in sorted(want.items()):
     got = {q["name"] for q in (workers.get(node) or {}).get("active_queues") or []}
     print(f"   {node}: queues {sorted(got) or 'none'}")
     ok &= got == queues
@@ -248,7 +305,7 @@ sys.exit(0 if ok else 1)
 PY
     break
   fi
-  [ "$SECONDS" -lt "$deadline" ] || fail "Flower does not list both workers on all three queues: $(head -c 400 "$WORK/workers.json" "$WORK/flower.err" 2>/dev/null)"
+  [ "$SECONDS" -lt "$deadline" ] || fail "Flower does not list every worker node ($(tr '\n' ' ' <"$WORK/nodes.txt")) on its queues: $(head -c 400 "$WORK/workers.json" "$WORK/flower.err" 2>/dev/null)"
   sleep 5
 done
 

@@ -229,30 +229,43 @@ def check_worker_queues(c: dict[str, Any]) -> list[str]:
     return problems
 
 
+# The healthcheck names its own node with the `hostname` command; `$$` is compose's escape for a literal `$`.
+OWN_HOST_IN_HEALTHCHECK = "$$(hostname)"
+
+
 def check_worker_node_names(c: dict[str, Any]) -> list[str]:
-    """Each worker has its own fixed node name (--name), and its healthcheck pings that name: two workers
-    under one name are one worker to Flower and to inspect ping. Fixed: not %h (the container's hostname)
-    pinged as $HOSTNAME, which an exec session (podman) may not have, so the ping reached nobody."""
+    """Each worker container has its own node name, NAME@%h (%h: the container's hostname), so a service
+    scaled to several containers (``--scale worker-judge=3``) is several workers to Flower and to inspect
+    ping, not one; NAME is fixed and differs between services. Its healthcheck pings that node, named by
+    the `hostname` command in a shell: not the HOSTNAME variable, which podman's exec session does not set
+    (the ping then reached nobody and a working worker was reported unhealthy)."""
     problems = []
     seen: dict[str, str] = {}
     for name, service, tokens in _workers(c):
         node = _option_value(tokens, "--name")
         if node is None:
-            problems.append(f"{name}: worker without a fixed --name for its healthcheck to ping")
+            problems.append(f"{name}: worker without --name NAME@%h (Celery's default celery@HOST is every worker's)")
             continue
-        if "@" not in node:
-            problems.append(f"{name}: --name {node} has no @HOST part")
-        if "%" in node or "$" in node:
-            problems.append(f"{name}: --name {node} is not fixed (a %-placeholder or variable the healthcheck cannot name)")
-        if node in seen:
-            problems.append(f"{name}: --name {node} is also {seen[node]}'s")
-        seen[node] = name
-        test = " ".join(_tokens((service.get("healthcheck") or {}).get("test")))
-        target = node
-        if "$" in test:
-            problems.append(f"{name}: the healthcheck depends on a variable: {test}")
-        if not re.search(r"\binspect ping\b", test) or not re.search(rf"(-d|--destination)[ =]{re.escape(target)}(\s|$)", test):
-            problems.append(f"{name}: the healthcheck does not ping {target}: {test}")
+        prefix, _, host = node.partition("@")
+        if host != "%h":
+            problems.append(f"{name}: --name {node} is not NAME@%h: replicas of the service would share one node name")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", prefix):
+            problems.append(f"{name}: --name {node}: NAME must be fixed (no placeholder or variable) for the healthcheck")
+        elif prefix in seen:
+            problems.append(f"{name}: node names {prefix}@... are also {seen[prefix]}'s")
+        seen[prefix] = name
+        for key in ("hostname", "container_name"):
+            if key in service:
+                problems.append(f"{name}: a fixed {key} ({service[key]}) gives every replica one name (or forbids --scale)")
+        test = _tokens((service.get("healthcheck") or {}).get("test"))
+        if not test or test[0] != "CMD-SHELL":
+            problems.append(f"{name}: the healthcheck is not CMD-SHELL: nothing would run `hostname` in {test}")
+        shell = " ".join(test[1:])
+        if "HOSTNAME" in shell:
+            problems.append(f"{name}: the healthcheck reads the HOSTNAME variable, unset in podman's exec: {shell}")
+        target = f"{prefix}@{OWN_HOST_IN_HEALTHCHECK}"
+        if not re.search(r"\binspect ping\b", shell) or not re.search(rf"(-d|--destination)[ =]{re.escape(target)}(\s|$)", shell):
+            problems.append(f"{name}: the healthcheck does not ping its own node {target}: {shell}")
     return problems
 
 
@@ -596,15 +609,20 @@ COMPOSE_MUTANTS: dict[str, tuple[Callable[..., list[str]], Callable[[dict[str, A
     "queue nobody consumes": (check_worker_queues, _set("worker-metrics.command", ["worker", "--queues", "metrics"])),
     "judge on prefork": (check_worker_queues, _set("worker-judge.command", ["worker", "--queues", "judge", "--pool", "prefork"])),
     "worker without a name": (check_worker_node_names, _set("worker-judge.command", ["worker", "--queues", "judge", "--pool", "threads"])),
-    "two workers, one name": (check_worker_node_names, lambda c: c["services"]["worker-metrics"].update(
+    "one fixed name per service, replicas share it": (check_worker_node_names, _set("worker-judge.command", ["worker", "--queues", "judge", "--pool", "threads", "--name", "worker-judge@assay"])),
+    "name from the process id": (check_worker_node_names, _set("worker-judge.command", ["worker", "--queues", "judge", "--pool", "threads", "--name", "judge-%p@%h"])),
+    "two services, one name": (check_worker_node_names, lambda c: c["services"]["worker-metrics"].update(
         command=["worker", "--queues", "metrics,control", "--name", "worker-judge@%h"],
         healthcheck=c["services"]["worker-judge"]["healthcheck"])),
-    "name from the hostname, pinged as $HOSTNAME": (check_worker_node_names, lambda c: c["services"]["worker-judge"].update(
-        command=["worker", "--queues", "judge", "--pool", "threads", "--name", "worker-judge@%h"],
-        healthcheck={"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d worker-judge@$$HOSTNAME --timeout 10"]})),
+    "fixed hostname": (check_worker_node_names, _set("worker-judge.hostname", "judge")),
+    "fixed container name": (check_worker_node_names, _set("worker-judge.container_name", "assay-judge")),
+    "healthcheck pings $HOSTNAME": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d worker-judge@$$HOSTNAME --timeout 10"]})),
+    "healthcheck pings ${HOSTNAME}": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d worker-judge@$${HOSTNAME} --timeout 10"]})),
+    "healthcheck without a shell": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD", "celery", "-A", "assay.workers.app:app", "inspect", "ping", "-d", "worker-judge@$$(hostname)"]})),
     "healthcheck pings the other worker": (check_worker_node_names, lambda c: c["services"]["worker-judge"].update(
         healthcheck=c["services"]["worker-metrics"]["healthcheck"])),
-    "healthcheck pings the default name": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d celery@$$HOSTNAME"]})),
+    "healthcheck pings the default name": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping -d celery@$$(hostname)"]})),
+    "healthcheck pings every worker": (check_worker_node_names, _set("worker-judge.healthcheck", {"test": ["CMD-SHELL", "celery -A assay.workers.app:app inspect ping --timeout 10"]})),
     "literal postgres password": (check_secrets, _env("postgres", "POSTGRES_PASSWORD", "hunter2")),
     "literal flower password": (check_secrets, _env("flower", "ASSAY_FLOWER_PASSWORD", "admin")),
     "password in the url": (check_secrets, _env("api", "ASSAY_DATABASE_URL", "postgresql+psycopg://assay:hunter2@postgres:5432/assay")),
@@ -645,7 +663,7 @@ def test_check_catches(case: str, compose: dict[str, Any], dockerfile: str) -> N
     [
         ("optional secret made required", "${ANTHROPIC_API_KEY:-}", "${ANTHROPIC_API_KEY:?set it}"),
         ("required secret with a default", "${ASSAY_API_KEYS:?", "${ASSAY_API_KEYS:-"),
-        ("unescaped dollar", "-d worker-judge@assay", "-d worker-judge@$HOSTNAME"),
+        ("unescaped dollar", "-d worker-judge@$$(hostname)", "-d worker-judge@$(hostname)"),
     ],
 )
 def test_secret_syntax_check_catches(case: str, old: str, new: str, compose: dict[str, Any]) -> None:

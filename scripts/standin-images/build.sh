@@ -33,13 +33,31 @@ default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 CONF
 fi
 
+# crun, podman's default runtime on Debian, cannot run containers on a host whose cgroups are in hybrid
+# mode (v1 controllers plus a v2 tree at /sys/fs/cgroup/unified): "cgroups in hybrid mode not supported,
+# drop all controllers from cgroupv2". runc can: make it podman's runtime there.
+if [ "$ENGINE" = podman ] && grep -qs ' /sys/fs/cgroup/unified cgroup2 ' /proc/mounts \
+  && ! grep -qs '^runtime' /etc/containers/containers.conf; then
+  command -v runc >/dev/null 2>&1 || { echo "this host's cgroups are in hybrid mode, where podman needs runc: apt-get install runc" >&2; exit 1; }
+  say "podman: runtime runc (hybrid cgroups; /etc/containers/containers.conf)"
+  mkdir -p /etc/containers
+  cat >>/etc/containers/containers.conf <<CONF
+# Added by assay scripts/standin-images/build.sh: crun does not support this host's hybrid cgroups.
+[engine]
+runtime = "runc"
+CONF
+fi
+
 if ! "$ENGINE" image exists "$BASE" 2>/dev/null && ! "$ENGINE" image inspect "$BASE" >/dev/null 2>&1; then
   mkdir -p "$WORK"
   if [ ! -x "$WORK/rootfs/usr/bin/python3.11" ]; then
     say "debootstrap bookworm into $WORK/rootfs (a few minutes)"
     rm -rf "$WORK/rootfs"
+    # debootstrap resolves dependencies on real packages only, not on virtual ones: python3.11-venv
+    # depends on python3.11-distutils, which only python3-distutils provides, so that one is named here
+    # (without it dpkg stops: "python3.11-distutils is not installed").
     debootstrap --variant=minbase \
-      --include=ca-certificates,python3.11,python3.11-venv,postgresql-15,postgresql-client-15,redis-server,redis-tools,procps \
+      --include=ca-certificates,python3.11,python3.11-venv,python3-distutils,postgresql-15,postgresql-client-15,redis-server,redis-tools,procps \
       bookworm "$WORK/rootfs" "$MIRROR"
   fi
   say "prepare the root filesystem"

@@ -471,3 +471,32 @@ def test_agreement_page_shows_each_hashs_numbers_and_links_the_disagreeing_items
     assert f'>{ids[-1]}<' in section.split('data-field="tie-items"', 1)[1]
     assert signed_in.get("/dashboard/agreement?suite=nope").status_code == 404
     assert signed_in.get("/dashboard/agreement?suite=kql&criteria=" + "0" * 64).status_code == 404
+
+
+def test_agreement_suite_list_counts_each_suites_labelled_items_and_labels(signed_in):
+    """The suite picker reads "kql (N items, M labels)" with the real counts (it once printed the dict's
+    ``items`` method: "<built-in method items of dict object at 0x…> items")."""
+    r = signed_in.post(
+        "/api/v1/batches?suite=kql",
+        content=EXAMPLES.read_bytes(),
+        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-ndjson"},
+    )
+    assert r.status_code == 202, r.text
+    batch_id = r.json()["batch_id"]
+    ids = [json.loads(line)["id"] for line in EXAMPLES.read_text().splitlines() if line.strip()]
+    # Three items labelled by one person, two of them by a second: 3 distinct items, 5 labels.
+    rows = [{"batch_id": batch_id, "external_id": i, "passed": True, "annotator": "ann"} for i in ids[:3]]
+    rows += [{"batch_id": batch_id, "external_id": i, "passed": False, "annotator": "ben"} for i in ids[:2]]
+    r = signed_in.post(
+        "/api/v1/suites/kql/labels",
+        content="\n".join(json.dumps(row) for row in rows),
+        headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-ndjson"},
+    )
+    assert r.status_code == 200 and r.json()["created"] == 5, r.text
+
+    page = signed_in.get("/dashboard/agreement")
+    assert page.status_code == 200
+    assert "built-in method" not in page.text
+    assert re.search(r'<option value="kql"\s+selected>kql \(3 items, 5 labels\)</option>', page.text), page.text
+    # Scored nothing yet: the page says so for the chosen suite.
+    assert 'id="no-hashes">3 labelled items in kql' in page.text

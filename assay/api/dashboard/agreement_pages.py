@@ -8,13 +8,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
-from sqlalchemy import func, select
 
+from assay.api.dashboard import queries
 from assay.api.dashboard.routes import Viewer, render, viewer
 from assay.api.json_body import StrictJsonRoute
 from assay.scoring.errors import NotFound
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import Label, SuiteRecord
+from assay.scoring.store.models import SuiteRecord
 from assay.scoring.trust import agreement
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
@@ -29,15 +29,8 @@ def agreement_page(
     criteria: Annotated[str | None, Query(max_length=64, pattern=r"^[0-9a-f]*$")] = None,
 ) -> HTMLResponse:
     with transaction() as session:
-        suites = [
-            {"suite": name, "items": items, "labels": count}
-            for name, items, count in session.execute(
-                select(Label.suite_name, func.count(func.distinct(Label.item_id)), func.count())
-                .group_by(Label.suite_name)
-                .order_by(Label.suite_name)
-            ).all()
-        ]
-        chosen = suite or (suites[0]["suite"] if suites else None)
+        suites = queries.labelled_suites(session)
+        chosen = suite or (suites[0].name if suites else None)
         report = None
         if chosen:
             try:

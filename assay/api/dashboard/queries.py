@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, selectinload
 from assay.scoring.errors import NotFound
 from assay.scoring.intake import batches as svc
 from assay.scoring.store.filters import machine_scores
-from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Score, ScoreComponent, SuiteRecord
+from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Label, Score, ScoreComponent, SuiteRecord
 from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import Criteria
 
@@ -438,6 +438,29 @@ def missing_tools(session: Session, *, criteria_hash: str | None = None, limit: 
         for key, n in counts.most_common(limit)
     ]
     return out, looked
+
+
+# --- agreement ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabelledSuite:
+    """A suite with human labels. Attributes, not dict keys: a template's ``s.items`` on a dict is the
+    dict's ``items`` method, not the count."""
+
+    name: str
+    labelled_items: int
+    labels: int
+
+
+def labelled_suites(session: Session) -> list[LabelledSuite]:
+    """Every suite that has human labels, by name: how many distinct items are labelled, how many labels."""
+    rows = session.execute(
+        select(Label.suite_name, func.count(func.distinct(Label.item_id)), func.count())
+        .group_by(Label.suite_name)
+        .order_by(Label.suite_name)
+    ).all()
+    return [LabelledSuite(name, items, labels) for name, items, labels in rows]
 
 
 # --- criteria ---------------------------------------------------------------------------------------------------
