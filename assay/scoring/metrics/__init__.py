@@ -13,6 +13,7 @@ from assay.scoring.metrics.registry import (
     registered_metrics,
     resolve_arg,
 )
+from assay.scoring.metrics.work import Work, WorkBound, WorkTooLarge
 
 __all__ = [
     "ComponentResult",
@@ -26,4 +27,7 @@ __all__ = [
     "register_metric",
     "registered_metrics",
     "resolve_arg",
+    "Work",
+    "WorkBound",
+    "WorkTooLarge",
 ]

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from assay.scoring.errors import AssayError, CriteriaError
+from assay.scoring.metrics.work import WorkBound, WorkTooLarge, check_bounds
 
 ComponentStatus = Literal["ok", "failed", "skipped"]
 
@@ -110,6 +111,8 @@ class MetricInfo:
     kinds: frozenset[str]
     args_model: type[BaseModel] | None
     plugin: PluginRef | None
+    # The most work one item may cause it, checked before it runs (invariant 11; see metrics.work).
+    bounds: tuple[WorkBound, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,11 @@ def register_metric(
     factory: MetricFactory,
     args_model: type[BaseModel] | None = None,
     plugin: PluginRef | None = None,
+    bounds: tuple[WorkBound, ...] = (),
 ) -> None:
     """Register ``factory`` under ``name``. Bump ``version`` whenever the metric's output can change.
+    ``bounds``: the work one item may cause it, each measured (from the validated args, or for a metric
+    without an args model its args mapping, and the item) and checked before it runs.
 
     Registering the same factory again with the same settings is a no-op (a module imported twice);
     anything else under a taken name is refused, so a plug-in can never replace a metric."""
@@ -149,7 +155,9 @@ def register_metric(
         raise ValueError(f"metric {name!r}: name at least one kind it scores")
     if args_model is not None and not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
         raise ValueError(f"metric {name!r}: args_model must be a pydantic model class")
-    registration = _Registration(factory, MetricInfo(version, frozenset(kinds), args_model, plugin))
+    if not isinstance(bounds, tuple) or not all(isinstance(b, WorkBound) for b in bounds):
+        raise ValueError(f"metric {name!r}: bounds is a tuple of WorkBound")
+    registration = _Registration(factory, MetricInfo(version, frozenset(kinds), args_model, plugin, bounds))
     existing = _REGISTRY.get(name)
     if existing is not None and existing != registration:
         origin = f"plug-in {existing.info.plugin}" if existing.info.plugin else "Assay"
@@ -158,12 +166,17 @@ def register_metric(
 
 
 def metric(
-    name: str, *, version: int, kinds: tuple[str, ...], args_model: type[BaseModel] | None = None
+    name: str,
+    *,
+    version: int,
+    kinds: tuple[str, ...],
+    args_model: type[BaseModel] | None = None,
+    bounds: tuple[WorkBound, ...] = (),
 ) -> Callable[[MetricFactory], MetricFactory]:
     """Decorator form of :func:`register_metric` for metrics that ship with Assay."""
 
     def register(factory: MetricFactory) -> MetricFactory:
-        register_metric(name, version=version, kinds=kinds, factory=factory, args_model=args_model)
+        register_metric(name, version=version, kinds=kinds, factory=factory, args_model=args_model, bounds=bounds)
         return factory
 
     return register
@@ -228,7 +241,7 @@ def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: Plu
         raise CriteriaError(f"metric {name!r}: args must be a mapping, got {type(args).__name__}")
     if info.args_model is None:
         try:
-            return reg.factory(**args)
+            return _bounded(reg.factory(**args), info.bounds, args)
         except (TypeError, ValueError, OverflowError) as exc:  # a kind's metric checking its own arguments
             raise CriteriaError(f"bad arguments for metric {name!r}: {exc}") from exc
     try:
@@ -236,7 +249,7 @@ def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: Plu
     except ValidationError as exc:
         raise CriteriaError(f"metric {name!r}: {_arg_errors(exc)}") from exc
     try:
-        return _reports_missing_values(reg.factory(validated))
+        return _reports_missing_values(_bounded(reg.factory(validated), info.bounds, validated))
     except ValueError as exc:
         # A factory's own check of validated args (e.g. a cross-field rule) names what is wrong.
         raise CriteriaError(f"metric {name!r}: {exc}") from exc
@@ -313,6 +326,22 @@ def resolve_arg(value: Any, item: BaseModel) -> Any:
     if found is None:
         raise MissingItemValue(f"the item has no {ref}")
     return found
+
+
+def _bounded(score: Metric, bounds: tuple[WorkBound, ...], args: Any) -> Metric:
+    """``score`` behind its work bounds: an item over one fails the component with the sizes, and
+    the metric is not called (invariant 11)."""
+    if not bounds:
+        return score
+
+    def run(item: BaseModel, ctx: MetricContext) -> ComponentResult:
+        try:
+            check_bounds(bounds, args, item)
+        except WorkTooLarge as exc:
+            return ComponentResult.failed(exc.message, dict(exc.details))
+        return score(item, ctx)
+
+    return run
 
 
 def _reports_missing_values(score: Metric) -> Metric:
