@@ -54,6 +54,7 @@ from assay.scoring.judge.rubrics import (
 from assay.scoring.judge.verdicts import VerdictType, verdict_type
 from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.registry import PluginRef, check_component_metric
+from assay.scoring.suite_yaml import load_suite_yaml
 
 CRITERIA_SCHEMA_VERSION = 1
 
@@ -453,10 +454,8 @@ def parse_suite(
     substitution, and any ``${``, file reference or code-carrying key is refused, so no server file,
     environment value or code can enter a stored criteria). The model catalog always comes from
     ``config_dir``."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CriteriaError(f"{source}: not valid YAML: {exc}") from exc
+    # Read once, within the limits of suite_yaml; a suite sent to the API may not use aliases.
+    raw = load_suite_yaml(text, source=source, allow_aliases=origin != "api")
     if not isinstance(raw, dict):
         raise CriteriaError(f"{source}: a suite file is a YAML mapping")
     if origin == "api":
