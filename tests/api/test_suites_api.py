@@ -226,11 +226,17 @@ def test_the_loader_never_touches_an_api_suite(api_client):
         (lambda n: "- a list\n", "mapping"),
         (lambda n: as_yaml(suite_dict(n, description="nul \0 here")), "NUL"),
         (lambda n: as_yaml(with_similarity_args(suite_dict(n), tables=float("nan"))), "NaN or infinity"),
-        (lambda n: as_yaml(with_similarity_args(suite_dict(n), tables=10**400)), "bad arguments"),
+        (lambda n: as_yaml(with_similarity_args(suite_dict(n), tables=10**400)), "a number of 401 characters"),
+        # Issue 29: past 4,300 digits Python's int() raised a ValueError, answered 500.
+        (lambda n: as_yaml(suite_dict(n)) + "extra: " + "7" * 5_000 + "\n", "a number of 5,000 characters is longer than the 100"),
+        # A YAML 1.1 base-60 integer costs quadratic time to read.
+        (lambda n: as_yaml(suite_dict(n)) + "extra: 1" + ":0" * 20_000 + "\n", "a number of 40,001 characters"),
+        (lambda n: as_yaml(suite_dict(n)) + "extra: [" + "1," * 20_001 + "]\n", "more than 20,000 values"),
+        (lambda n: as_yaml(suite_dict(n, description="d" * 200_001)), "a value of 200,001 characters is longer than the 200,000"),
     ],
     ids=[
         "env", "enabled-false", "bad-name", "threshold", "no-components", "alias", "deep", "broken", "list", "nul",
-        "nan-arg", "huge-arg",
+        "nan-arg", "huge-arg", "int-digits", "base-60", "nodes", "scalar",
     ],
 )
 def test_refused_bodies_are_a_422_naming_the_reason_and_store_nothing(api_client, body, reason):
@@ -411,3 +417,11 @@ def test_an_example_generic_suite_registered_through_the_api_takes_its_example_f
     )
     assert r.status_code == 202, r.text
     assert r.json()["accepted"] == len(items.splitlines()) and r.json()["criteria_hash"] == registered.json()["version"]["criteria_hash"]
+
+
+def test_a_suite_at_the_value_limit_registers(api_client):
+    # A long prompt or description is a normal suite: a value of exactly 200,000 characters is taken.
+    name = unique()
+    r = post(api_client, suite_dict(name, description="d" * 200_000))
+    assert r.status_code == 201, r.text
+    assert api_client.get(f"/api/v1/suites/{name}").json()["description"] == "d" * 200_000

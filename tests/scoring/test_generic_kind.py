@@ -11,7 +11,9 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from assay.scoring.errors import CriteriaError, InvalidInput
+from assay.scoring.judge.governor import estimate_tokens
 from assay.scoring.judge.prompt import render_prompt
+from assay.scoring.kinds import generic
 from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.kinds.generic import (
     GenericItem,
@@ -278,6 +280,39 @@ def test_trailing_passages_are_dropped_last_first_with_a_note() -> None:
     assert record["estimated_tokens"] <= record["budget_tokens"] < record["estimated_tokens_before"]
     # The kept passages are the first ones, whole.
     assert inputs["context"].startswith("[1] " + passages[0])
+
+
+def test_the_kept_passages_are_the_most_that_fit() -> None:
+    passages = [("p" * (n * 37 % 500)) for n in range(300)]  # lengths vary, some passages are empty
+    item = GenericItem(input="q", output="a", context=passages)
+    inputs, details = _fit(item, 6000)
+    record = details["judge_input"]
+    kept = record["passages_kept"]
+    assert 1 < kept < 300
+    others = record["estimated_tokens_before"] - estimate_tokens(render_context(passages))
+    assert record["estimated_tokens"] == others + estimate_tokens(inputs["context"]) <= record["budget_tokens"]
+    assert others + estimate_tokens(render_context(passages, keep=kept + 1)) > record["budget_tokens"]
+
+
+def test_fitting_a_long_list_of_passages_renders_it_twice_not_once_per_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The security review's item: 72,000 empty passages (288 KB of JSON). Cutting one passage at a time
+    # and re-rendering the list each time was quadratic (20 s of a judge worker's event loop).
+    passages = [""] * 72_000
+    item = GenericItem(input="q", output="a", context=passages)
+    renders: list[int | None] = []
+    real_render = generic.render_context
+
+    def counted(context: str | list[str], keep: int | None = None) -> str:
+        renders.append(keep)
+        return real_render(context, keep)
+
+    monkeypatch.setattr(generic, "render_context", counted)
+    inputs, details = _fit(item, 100_000)
+    record = details["judge_input"]
+    assert renders == [None, record["passages_kept"]]  # the whole list once (measured), the cut once
+    assert 1 < record["passages_kept"] < 72_000
+    assert inputs["context"] == real_render(passages, keep=record["passages_kept"])
+    assert record["estimated_tokens"] <= record["budget_tokens"]
 
 
 def test_an_item_still_too_long_fails_with_the_sizes() -> None:

@@ -36,7 +36,12 @@ MIN_WAIT_SECONDS = 0.05
 
 
 def estimate_tokens(text: str) -> int:
-    return len(text) // CHARS_PER_TOKEN + 1
+    return tokens_for_chars(len(text))
+
+
+def tokens_for_chars(chars: int) -> int:
+    """The estimate of a text of ``chars`` characters (it depends on the length only)."""
+    return chars // CHARS_PER_TOKEN + 1
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from assay.scoring.errors import AssayError, CriteriaError, InvalidInput
-from assay.scoring.judge.governor import estimate_tokens
+from assay.scoring.judge.governor import estimate_tokens, tokens_for_chars
 from assay.scoring.judge.prompt import template_placeholders
 from assay.scoring.kinds import Kind
 from assay.scoring.kinds.alert_session import input_budget
@@ -179,19 +179,36 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
 
 
+_PASSAGE_SEPARATOR = "\n\n"
+
+
+def _passage(number: int, passage: str) -> str:
+    return f"[{number}] {passage}"
+
+
+def _left_out(kept: int, total: int) -> str:
+    return f"{_PASSAGE_SEPARATOR}[passages {kept + 1}-{total} of {total} left out to fit the judge's context window]"
+
+
 def render_context(context: str | list[str], keep: int | None = None) -> str:
     """``{{context}}``: one text as is; a list as numbered passages. ``keep`` passages of a list are
     shown and the rest named as left out."""
     if isinstance(context, str):
         return context
     shown = context if keep is None else context[:keep]
-    text = "\n\n".join(f"[{number}] {passage}" for number, passage in enumerate(shown, 1))
+    text = _PASSAGE_SEPARATOR.join(_passage(number, passage) for number, passage in enumerate(shown, 1))
     if len(shown) < len(context):
-        text += (
-            f"\n\n[passages {len(shown) + 1}-{len(context)} of {len(context)} left out to fit the judge's "
-            "context window]"
-        )
+        text += _left_out(len(shown), len(context))
     return text
+
+
+def _rendered_lengths(context: list[str]) -> list[int]:
+    """``lengths[k]``: the length of the first ``k`` passages as :func:`render_context` shows them,
+    without the left-out note. Each passage is measured once, so fitting a context is linear in it."""
+    lengths = [0]
+    for number, passage in enumerate(context, 1):
+        lengths.append(lengths[-1] + len(_passage(number, passage)) + (len(_PASSAGE_SEPARATOR) if number > 1 else 0))
+    return lengths
 
 
 def judge_inputs(item: GenericItem) -> dict[str, str]:
@@ -243,11 +260,14 @@ def prepare_judge(
     total = before
     if "context" in sizes and isinstance(context, list) and len(context) > 1:
         others = before - sizes["context"]
+        lengths = _rendered_lengths(context)
         keep = len(context)
+        # Token estimates depend on the length only: measure each cut from the passages' lengths and
+        # render the one that fits, once.
         while keep > 1 and total > budget:
             keep -= 1
-            inputs["context"] = render_context(context, keep)
-            total = others + estimate_tokens(inputs["context"])
+            total = others + tokens_for_chars(lengths[keep] + len(_left_out(keep, len(context))))
+        inputs["context"] = render_context(context, keep)
         record.update(
             truncated=True,
             rule=TRUNCATION_RULE,

@@ -11,6 +11,7 @@ from assay.scoring.metrics.registry import (
     register_metric,
     resolve_arg,
 )
+from assay.scoring.metrics.work import Work, WorkBound, WorkTooLarge
 
 __all__ = [
     "ComponentResult",
@@ -24,4 +25,7 @@ __all__ = [
     "register_metric",
     "registered_metrics",
     "resolve_arg",
+    "Work",
+    "WorkBound",
+    "WorkTooLarge",
 ]

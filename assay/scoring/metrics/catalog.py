@@ -23,6 +23,7 @@ from assay.scoring.metrics.registry import (
     registration,
     registrations,
 )
+from assay.scoring.metrics.work import WorkBound, WorkTooLarge, check_bounds
 
 # Modules that register metrics on import; imported lazily so the registry has no import cycles.
 _METRIC_MODULES = (
@@ -87,7 +88,7 @@ def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: Plu
         raise CriteriaError(f"metric {name!r}: args must be a mapping, got {type(args).__name__}")
     if info.args_model is None:
         try:
-            return factory(**args)
+            return _bounded(factory(**args), info.bounds, args)
         except (TypeError, ValueError, OverflowError) as exc:  # a kind's metric checking its own arguments
             raise CriteriaError(f"bad arguments for metric {name!r}: {exc}") from exc
     try:
@@ -95,7 +96,7 @@ def _build(name: str, version: int, args: dict[str, Any], kind: str, plugin: Plu
     except ValidationError as exc:
         raise CriteriaError(f"metric {name!r}: {_arg_errors(exc)}") from exc
     try:
-        return _reports_missing_values(factory(validated))
+        return _reports_missing_values(_bounded(factory(validated), info.bounds, validated))
     except ValueError as exc:
         # A factory's own check of validated args (e.g. a cross-field rule) names what is wrong.
         raise CriteriaError(f"metric {name!r}: {exc}") from exc
@@ -126,3 +127,18 @@ def _reports_missing_values(score: Metric) -> Metric:
 
     return run
 
+
+def _bounded(score: Metric, bounds: tuple[WorkBound, ...], args: Any) -> Metric:
+    """``score`` behind its work bounds: an item over one fails the component with the sizes, and
+    the metric is not called (invariant 11)."""
+    if not bounds:
+        return score
+
+    def run(item: BaseModel, ctx: MetricContext) -> ComponentResult:
+        try:
+            check_bounds(bounds, args, item)
+        except WorkTooLarge as exc:
+            return ComponentResult.failed(exc.message, dict(exc.details))
+        return score(item, ctx)
+
+    return run

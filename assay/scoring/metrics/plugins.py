@@ -18,6 +18,11 @@
 
     METRICS = [PluginMetric(name="example.word_overlap", version=1, args_model=OverlapArgs, function=word_overlap)]
 
+**Bounded work.** ``bounds`` (a tuple of :class:`WorkBound`) declares the most work one item may cause
+the metric, in a unit the plug-in chooses, with a cheap ``measure(args, item) -> Work`` that counts it
+from the sizes. Assay checks each bound before calling ``function``; an item over one fails the
+component with the sizes and the bound, and ``function`` is not called.
+
 ``function(item, args, context)`` gets the item (the kind's pydantic model; for ``generic`` its
 ``input``, ``output``, ``expected``, ``context`` and ``metadata``), the suite's arguments validated
 by ``args_model`` and the :class:`MetricContext`. It returns a score in [0, 1] or a
@@ -66,6 +71,7 @@ from assay.scoring.metrics.registry import (
     register_metric,
     resolve_arg,
 )
+from assay.scoring.metrics.work import Work, WorkBound
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -76,6 +82,8 @@ __all__ = [
     "MissingItemValue",
     "PluginArgs",
     "PluginMetric",
+    "Work",
+    "WorkBound",
     "load_failures",
     "load_plugins",
     "resolve_arg",
@@ -111,6 +119,8 @@ class PluginMetric:
     function: PluginFunction
     args_model: type[BaseModel] | None = None
     kinds: tuple[str, ...] = ("generic",)
+    # The most work one item may cause the metric, checked before ``function`` is called.
+    bounds: tuple[WorkBound, ...] = ()
 
     def __post_init__(self) -> None:
         # Checked when the plug-in module is imported, so its author sees the problem in their own tests.
@@ -238,6 +248,7 @@ def _load_entry_point(ep: EntryPoint) -> None:
                 factory=_Factory(m),
                 args_model=m.args_model or _NoArgs,
                 plugin=plugin,
+                bounds=m.bounds,
             )
         except (ValueError, RuntimeError) as exc:
             _fail(where, f"metric {m.name!r} not registered: {exc}")

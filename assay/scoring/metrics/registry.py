@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from assay.scoring.errors import AssayError
+from assay.scoring.metrics.work import WorkBound
 
 ComponentStatus = Literal["ok", "failed", "skipped"]
 
@@ -109,6 +110,8 @@ class MetricInfo:
     kinds: frozenset[str]
     args_model: type[BaseModel] | None
     plugin: PluginRef | None
+    # The most work one item may cause it, checked before it runs (invariant 11; see metrics.work).
+    bounds: tuple[WorkBound, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,11 @@ def register_metric(
     factory: MetricFactory,
     args_model: type[BaseModel] | None = None,
     plugin: PluginRef | None = None,
+    bounds: tuple[WorkBound, ...] = (),
 ) -> None:
     """Register ``factory`` under ``name``. Bump ``version`` whenever the metric's output can change.
+    ``bounds``: the work one item may cause it, each measured (from the validated args, or for a metric
+    without an args model its args mapping, and the item) and checked before it runs.
 
     Registering the same factory again with the same settings is a no-op (a module imported twice);
     anything else under a taken name is refused, so a plug-in can never replace a metric."""
@@ -140,7 +146,9 @@ def register_metric(
         raise ValueError(f"metric {name!r}: name at least one kind it scores")
     if args_model is not None and not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
         raise ValueError(f"metric {name!r}: args_model must be a pydantic model class")
-    registration = _Registration(factory, MetricInfo(version, frozenset(kinds), args_model, plugin))
+    if not isinstance(bounds, tuple) or not all(isinstance(b, WorkBound) for b in bounds):
+        raise ValueError(f"metric {name!r}: bounds is a tuple of WorkBound")
+    registration = _Registration(factory, MetricInfo(version, frozenset(kinds), args_model, plugin, bounds))
     existing = _REGISTRY.get(name)
     if existing is not None and existing != registration:
         origin = f"plug-in {existing.info.plugin}" if existing.info.plugin else "Assay"
@@ -160,12 +168,17 @@ def registrations() -> dict[str, MetricInfo]:
 
 
 def metric(
-    name: str, *, version: int, kinds: tuple[str, ...], args_model: type[BaseModel] | None = None
+    name: str,
+    *,
+    version: int,
+    kinds: tuple[str, ...],
+    args_model: type[BaseModel] | None = None,
+    bounds: tuple[WorkBound, ...] = (),
 ) -> Callable[[MetricFactory], MetricFactory]:
     """Decorator form of :func:`register_metric` for metrics that ship with Assay."""
 
     def register(factory: MetricFactory) -> MetricFactory:
-        register_metric(name, version=version, kinds=kinds, factory=factory, args_model=args_model)
+        register_metric(name, version=version, kinds=kinds, factory=factory, args_model=args_model, bounds=bounds)
         return factory
 
     return register

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -38,8 +37,6 @@ from assay.scoring.suites.criteria import (
 from assay.scoring.suites.loader import Suite, list_suite_names, parse_suite
 
 BodyFormat = Literal["yaml", "json"]
-# Deeper than any suite needs; PyYAML builds nested values recursively, so depth is bounded before that.
-MAX_NESTING = 32
 SOURCE = "request body"
 
 
@@ -69,7 +66,6 @@ def parse_body(body: bytes, body_format: BodyFormat, config_dir: Path) -> Suite:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CriteriaError(f"{SOURCE}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    _check_yaml_shape(text)
     suite = parse_suite(text, config_dir=config_dir, env={}, source=SOURCE, origin="api")
     if not SUITE_NAME.fullmatch(suite.name):
         raise CriteriaError(f"{SOURCE}: name {suite.name!r}: {SUITE_NAME_RULE}")
@@ -97,24 +93,6 @@ def _unstorable(value: Any) -> str | None:
     else:
         return None
     return next((problem for problem in map(_unstorable, parts) if problem is not None), None)
-
-
-def _check_yaml_shape(text: str) -> None:
-    """Refuse aliases (a few lines of them expand to billions of values) and deep nesting, reading
-    the event stream only, before anything builds the document."""
-    depth = 0
-    try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent):
-                raise CriteriaError(f"{SOURCE}: YAML aliases (*{event.anchor}) are not accepted in a suite sent to the API")
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_NESTING:
-                    raise CriteriaError(f"{SOURCE}: nested deeper than {MAX_NESTING} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-    except yaml.YAMLError as exc:
-        raise CriteriaError(f"{SOURCE}: not valid YAML: {exc}") from None
 
 
 def file_owner(session: Session, name: str, config_dir: Path) -> str | None:

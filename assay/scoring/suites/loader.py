@@ -55,6 +55,7 @@ from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
 from assay.scoring.suites.envsubst import substitute_tree
+from assay.scoring.suites.yaml_reader import load_suite_yaml
 
 CRITERIA_SCHEMA_VERSION = 1
 
@@ -454,10 +455,8 @@ def parse_suite(
     substitution, and any ``${``, file reference or code-carrying key is refused, so no server file,
     environment value or code can enter a stored criteria). The model catalog always comes from
     ``config_dir``."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CriteriaError(f"{source}: not valid YAML: {exc}") from exc
+    # Read once, within the limits of yaml_reader; a suite sent to the API may not use aliases.
+    raw = load_suite_yaml(text, source=source, allow_aliases=origin != "api")
     if not isinstance(raw, dict):
         raise CriteriaError(f"{source}: a suite file is a YAML mapping")
     if origin == "api":

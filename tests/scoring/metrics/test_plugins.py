@@ -429,3 +429,32 @@ def test_a_valid_declaration_keeps_what_it_was_given():
     for args_model in (StrictArgs, Args, None):
         metric = PluginMetric(name="ns.sub.metric-1", version=2, function=score, args_model=args_model, kinds=("generic", "kql"))
         assert (metric.name, metric.version, metric.args_model, metric.kinds) == ("ns.sub.metric-1", 2, args_model, ("generic", "kql"))
+
+
+def test_a_plugin_metric_declares_a_work_bound_checked_before_it_runs(fresh_loader, site):
+    write_distribution(
+        site, "bounded-metrics", "1.0", "bounded_mod",
+        """
+        from assay.scoring.metrics.plugins import PluginMetric, Work, WorkBound
+
+        CALLS = []
+
+        def words(args, item):
+            count = len(item.output.split())
+            return Work(count, f"{count} output words")
+
+        def score(item, args, ctx):
+            CALLS.append(item.output)
+            return 1.0
+
+        METRICS = [PluginMetric(name="bounded.words", version=1, function=score, bounds=(WorkBound("words", 3, words),))]
+        """,
+    )
+    plugin = PluginRef(distribution="bounded-metrics", version="1.0")
+    metric = build_metric("bounded.words", 1, {}, "generic", plugin)
+    assert metric(item(output="one two three"), CTX) == ComponentResult.ok(1.0)
+    over = metric(item(output="one two three four"), CTX)
+    assert over.status == "failed"
+    assert over.reason == "too much work for one item: 4 output words = 4 words, over the bound of 3 words per item"
+    assert over.details["work_bound"] == {"unit": "words", "amount": 4, "limit": 3, "sizes": "4 output words"}
+    assert sys.modules["bounded_mod"].CALLS == ["one two three"]  # never called over the bound

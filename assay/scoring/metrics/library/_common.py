@@ -75,13 +75,34 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-@functools.lru_cache(maxsize=256)
+def json_values(value: Any) -> int:
+    """How many JSON values ``value`` holds, itself included (iteratively: no recursion limit)."""
+    count, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
+
+
+# The memory RE2 may use for one compiled pattern (its program and match caches): with the cache's
+# size it bounds what compiled patterns hold in a worker (RE2's own default is 8 MiB each).
+RE2_MAX_MEM = 1 << 20
+COMPILED_PATTERNS_CACHED = 32
+
+
+@functools.lru_cache(maxsize=COMPILED_PATTERNS_CACHED)
 def compile_re2(pattern: str, case_sensitive: bool) -> Any:
-    """RE2 has no backtracking: matching is linear in the output, so no pattern can hang a worker.
-    Perl features that need backtracking (backreferences, lookaround) do not compile."""
+    """RE2 has no backtracking: matching is linear in the output (times the pattern's program size,
+    which the regex metrics bound), so no pattern can hang a worker. Perl features that need
+    backtracking (backreferences, lookaround) do not compile."""
     options = re2.Options()
     options.case_sensitive = case_sensitive
     options.log_errors = False
+    options.max_mem = RE2_MAX_MEM
     try:
         return re2.compile(pattern, options)
     except re2.error as exc:

@@ -30,6 +30,7 @@ from assay.scoring.metrics.library._common import (
     as_text,
     compile_re2,
     json_equal,
+    json_values,
     output_json,
 )
 from assay.scoring.metrics.registry import (
@@ -40,6 +41,7 @@ from assay.scoring.metrics.registry import (
     metric,
     resolve_arg,
 )
+from assay.scoring.metrics.work import Work, WorkBound
 
 # --- paths ---------------------------------------------------------------------------------------
 
@@ -226,7 +228,60 @@ class JsonSchemaArgs(Args):
         return schema
 
 
-@metric("json_schema", version=1, kinds=KINDS, args_model=JsonSchemaArgs)
+# jsonschema validates in Python, a few microseconds per (output value, schema value) it visits; the
+# product of the two counts bounds what an anyOf of many branches over a long array can cost.
+MAX_VALIDATION_STEPS = 500_000
+# uniqueItems compares every pair of an array's elements when they cannot be sorted (objects, lists,
+# mixed types): about 2 microseconds a pair.
+MAX_UNIQUE_PAIRS = 400_000
+
+
+def _output_or_none(item: Any) -> Any:
+    value, error = output_json(item)
+    return None if error else value
+
+
+def _validation_steps(args: JsonSchemaArgs, item: Any) -> Work:
+    output, schema = json_values(_output_or_none(item)), json_values(args.schema_)
+    return Work(output * schema, f"{output:,} output JSON values x {schema:,} schema values")
+
+
+def _unsortable_pairs(value: Any) -> tuple[int, int]:
+    """Pairs uniqueItems would compare one by one, over every array in ``value``, and the longest
+    such array."""
+    pairs = longest = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+            strings = all(isinstance(e, str) for e in node)
+            numbers = all(isinstance(e, int | float) and not isinstance(e, bool) for e in node)
+            if not (strings or numbers):
+                pairs += len(node) * (len(node) - 1) // 2
+                longest = max(longest, len(node))
+    return pairs, longest
+
+
+def _unique_pairs(args: JsonSchemaArgs, item: Any) -> Work:
+    if "uniqueItems" not in {key for key, _ in _walk(args.schema_)}:
+        return Work(0, "no uniqueItems in the schema")
+    pairs, longest = _unsortable_pairs(_output_or_none(item))
+    return Work(pairs, f"arrays of objects, lists or mixed values (the longest {longest:,} elements)")
+
+
+@metric(
+    "json_schema",
+    version=1,
+    kinds=KINDS,
+    args_model=JsonSchemaArgs,
+    bounds=(
+        WorkBound("uniqueItems pairs", MAX_UNIQUE_PAIRS, _unique_pairs),
+        WorkBound("validation steps", MAX_VALIDATION_STEPS, _validation_steps),
+    ),
+)
 def json_schema(args: JsonSchemaArgs) -> Metric:
     """1 when the output is JSON valid against ``schema``, else 0; ``errors`` lists the first few
     violations (JSON path and message), ``error_count`` how many there are."""

@@ -32,6 +32,7 @@ from assay.scoring.metrics.registry import (
     metric,
     resolve_arg,
 )
+from assay.scoring.metrics.work import Work, WorkBound
 
 
 class ReferenceArgs(Args):
@@ -56,14 +57,35 @@ def _references(args: ReferenceArgs, item: Any) -> list[str]:
     raise BadItemValue(f"{args.reference} must be a string or a non-empty list of strings, got {as_text(value)[:200]}")
 
 
+def _references_sizes(args: ReferenceArgs, item: Any) -> tuple[list[str], str]:
+    references = _references(args, item)
+    return references, f"{len(references):,} reference{'s' if len(references) != 1 else ''}"
+
+
 # --- Levenshtein ---------------------------------------------------------------------------------
+
+# rapidfuzz compares each reference with the output 64 characters at a time: about 0.8 s for 200,000 x
+# 200,000 characters.
+MAX_CHAR_PAIRS = 40_000_000_000
+
+
+def _char_pairs(args: ReferenceArgs, item: Any) -> Work:
+    references, count = _references_sizes(args, item)
+    output, reference_chars = len(output_text(item)), sum(map(len, references))
+    return Work(output * reference_chars, f"{output:,} output characters x {reference_chars:,} reference characters ({count})")
 
 
 class LevenshteinArgs(ReferenceArgs):
     case_sensitive: bool = True
 
 
-@metric("levenshtein_ratio", version=1, kinds=KINDS, args_model=LevenshteinArgs)
+@metric(
+    "levenshtein_ratio",
+    version=1,
+    kinds=KINDS,
+    args_model=LevenshteinArgs,
+    bounds=(WorkBound("character pairs", MAX_CHAR_PAIRS, _char_pairs),),
+)
 def levenshtein_ratio(args: LevenshteinArgs) -> Metric:
     """rapidfuzz ``fuzz.ratio`` / 100: the normalised Indel similarity (python-Levenshtein's
     ``ratio``); ``ratio`` in the details is rapidfuzz's 0-100 value."""
@@ -84,13 +106,30 @@ def levenshtein_ratio(args: LevenshteinArgs) -> Metric:
 # --- BLEU and chrF -------------------------------------------------------------------------------
 
 
+# sacrebleu counts the n-grams of the output against each reference in Python: about a second per
+# 1.7 million characters for chrF (chrF++ and BLEU are in the same range or faster).
+MAX_NGRAM_CHARS = 1_200_000
+
+
+def _ngram_chars(args: ReferenceArgs, item: Any) -> Work:
+    references, count = _references_sizes(args, item)
+    output, reference_chars = len(output_text(item)), sum(map(len, references))
+    return Work(
+        output * len(references) + reference_chars,
+        f"{output:,} output characters x {count} + {reference_chars:,} reference characters",
+    )
+
+
+NGRAM_BOUND = WorkBound("characters counted", MAX_NGRAM_CHARS, _ngram_chars)
+
+
 class BleuArgs(ReferenceArgs):
     # The sacrebleu tokenizers that need no extra download or package.
     tokenize: Literal["13a", "intl", "char", "zh", "none"] = "13a"
     lowercase: bool = False
 
 
-@metric("bleu", version=1, kinds=KINDS, args_model=BleuArgs)
+@metric("bleu", version=1, kinds=KINDS, args_model=BleuArgs, bounds=(NGRAM_BOUND,))
 def bleu(args: BleuArgs) -> Metric:
     """sacrebleu's sentence BLEU (exponential smoothing, effective order, as sacrebleu recommends
     for single sentences) / 100; ``bleu`` is sacrebleu's 0-100 score."""
@@ -112,7 +151,7 @@ class ChrfArgs(ReferenceArgs):
     eps_smoothing: bool = Field(False, description="sacrebleu's eps_smoothing (the chrF++.py / NLTK behaviour)")
 
 
-@metric("chrf", version=1, kinds=KINDS, args_model=ChrfArgs)
+@metric("chrf", version=1, kinds=KINDS, args_model=ChrfArgs, bounds=(NGRAM_BOUND,))
 def chrf(args: ChrfArgs) -> Metric:
     """sacrebleu's sentence chrF (character 6-grams, beta 2) / 100; ``chrf`` is its 0-100 score."""
     from sacrebleu.metrics import CHRF
@@ -129,22 +168,39 @@ def chrf(args: ChrfArgs) -> Metric:
 # --- ROUGE-L -------------------------------------------------------------------------------------
 
 
-# rouge-score computes the LCS with a pure-Python table of output x reference tokens (about a
-# million cells a second): past this many cells a pair would hold a worker for seconds to minutes.
+# rouge-score computes the LCS with a pure-Python table of output x reference tokens for each
+# reference (about 6 million cells a second): past this many cells in all an item would hold a worker
+# for seconds to minutes.
 MAX_LCS_CELLS = 4_000_000
+
+
+def _lcs_cells(args: ReferenceArgs, item: Any) -> Work:
+    from rouge_score.tokenizers import DefaultTokenizer
+
+    # Stemming never changes how many tokens there are, so the count skips it.
+    tokenize = DefaultTokenizer(use_stemmer=False).tokenize
+    references, count = _references_sizes(args, item)
+    output, reference_tokens = len(tokenize(output_text(item))), sum(len(tokenize(ref)) for ref in references)
+    return Work(output * reference_tokens, f"{output:,} output tokens x {reference_tokens:,} reference tokens ({count})")
 
 
 class RougeArgs(ReferenceArgs):
     use_stemmer: bool = Field(False, description="rouge-score's Porter stemmer (English)")
 
 
-@metric("rouge_l", version=1, kinds=KINDS, args_model=RougeArgs)
+@metric(
+    "rouge_l",
+    version=1,
+    kinds=KINDS,
+    args_model=RougeArgs,
+    bounds=(WorkBound("LCS cells", MAX_LCS_CELLS, _lcs_cells, hint="use chrf or levenshtein_ratio for long texts"),),
+)
 def rouge_l(args: RougeArgs) -> Metric:
     """rouge-score's ROUGE-L F-measure (longest common subsequence of tokens); precision, recall
     and fmeasure in the details. rouge-score's tokenizer lowercases and keeps only ASCII letters and
-    digits, so a reference with none of them cannot be scored (failed, with that reason). A pair
-    whose LCS table would exceed ``MAX_LCS_CELLS`` (output tokens x reference tokens; about 2,000 x
-    2,000) fails with the sizes rather than hold the worker."""
+    digits, so a reference with none of them cannot be scored (failed, with that reason). An item
+    whose LCS tables would exceed ``MAX_LCS_CELLS`` in all (output tokens x reference tokens, summed
+    over the references; about 2,000 x 2,000) fails with the sizes rather than hold the worker."""
     from rouge_score.rouge_scorer import RougeScorer
     from rouge_score.tokenizers import DefaultTokenizer
 
@@ -153,17 +209,10 @@ def rouge_l(args: RougeArgs) -> Metric:
 
     def score(item: Any, ctx: MetricContext) -> ComponentResult:
         references = _references(args, item)
-        reference_tokens = [len(tokenizer.tokenize(ref)) for ref in references]
-        if not any(reference_tokens):
+        if not any(tokenizer.tokenize(ref) for ref in references):
             raise BadItemValue(
                 "the reference has no ASCII letters or digits, the only tokens rouge-score's tokenizer keeps; "
                 "use chrf or levenshtein_ratio for this text"
-            )
-        output_tokens = len(tokenizer.tokenize(output_text(item)))
-        if output_tokens * max(reference_tokens) > MAX_LCS_CELLS:
-            raise BadItemValue(
-                f"too long for ROUGE-L: {output_tokens} output tokens x {max(reference_tokens)} reference tokens "
-                f"is over the {MAX_LCS_CELLS:,} cells its LCS table may have; use chrf or levenshtein_ratio"
             )
         # rouge-score takes the target (reference) first, then the prediction.
         result = scorer.score_multi(references, output_text(item))["rougeL"]

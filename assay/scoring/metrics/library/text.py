@@ -29,6 +29,7 @@ from assay.scoring.metrics.registry import (
     metric,
     resolve_arg,
 )
+from assay.scoring.metrics.work import Work, WorkBound
 
 
 def _fold(text: str, case_sensitive: bool) -> str:
@@ -121,16 +122,33 @@ class ContainsManyArgs(Args):
         return values
 
 
-def _found(args: ContainsManyArgs, item: Any) -> tuple[list[str], list[str]]:
+def _values(args: ContainsManyArgs, item: Any) -> list[str]:
     values = resolve_arg(args.values, item)
     if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
         raise BadItemValue(f"{args.values} must be a non-empty list of non-empty strings, got {as_text(values)[:200]}")
+    return values
+
+
+def _found(args: ContainsManyArgs, item: Any) -> tuple[list[str], list[str]]:
+    values = _values(args, item)
     output = _fold(output_text(item), args.case_sensitive)
     found = [v for v in values if _fold(v, args.case_sensitive) in output]
     return found, [v for v in values if v not in found]
 
 
-@metric("contains_all", version=1, kinds=KINDS, args_model=ContainsManyArgs)
+# Each text is looked for in the whole output: about a second per 1.4 billion characters searched.
+MAX_CHARS_SEARCHED = 1_000_000_000
+
+
+def _chars_searched(args: ContainsManyArgs, item: Any) -> Work:
+    values, output = len(_values(args, item)), len(output_text(item))
+    return Work(values * output, f"{values:,} texts x {output:,} output characters")
+
+
+SEARCH_BOUND = WorkBound("characters searched", MAX_CHARS_SEARCHED, _chars_searched)
+
+
+@metric("contains_all", version=1, kinds=KINDS, args_model=ContainsManyArgs, bounds=(SEARCH_BOUND,))
 def contains_all(args: ContainsManyArgs) -> Metric:
     """1 when the output contains every one of ``values``, else 0; ``missing`` lists the others."""
 
@@ -141,7 +159,7 @@ def contains_all(args: ContainsManyArgs) -> Metric:
     return score
 
 
-@metric("contains_any", version=1, kinds=KINDS, args_model=ContainsManyArgs)
+@metric("contains_any", version=1, kinds=KINDS, args_model=ContainsManyArgs, bounds=(SEARCH_BOUND,))
 def contains_any(args: ContainsManyArgs) -> Metric:
     """1 when the output contains at least one of ``values``, else 0; ``found`` lists them."""
 
@@ -172,6 +190,12 @@ def starts_with(args: StartsWithArgs) -> Metric:
 
 # How much of a match the details keep.
 _MATCH_EXCERPT = 200
+# A pattern is a line or two of text; a longer one (a per-item pattern) is refused before it compiles.
+MAX_PATTERN_CHARS = 1_000
+# RE2 runs in time linear in the output, times the pattern's program size when its DFA runs out of
+# memory (a pattern like [a-j]{1,1000}[a-j]{1,1000}...): about 7 ns a step at worst, so this bound
+# keeps a match under a second.
+MAX_REGEX_STEPS = 100_000_000
 
 
 class RegexArgs(Args):
@@ -182,21 +206,42 @@ class RegexArgs(Args):
     @classmethod
     def _compiles(cls, pattern: str | ItemRef) -> str | ItemRef:
         if isinstance(pattern, str):
+            if len(pattern) > MAX_PATTERN_CHARS:
+                raise ValueError(f"a pattern of {len(pattern):,} characters is longer than {MAX_PATTERN_CHARS:,}")
             compile_re2(pattern, True)  # whether a pattern compiles does not depend on case
         return pattern
 
 
-@metric("regex_match", version=1, kinds=KINDS, args_model=RegexArgs)
+def _pattern_chars(args: RegexArgs, item: Any) -> Work:
+    length = len(text_arg(args.pattern, item))
+    return Work(length, f"a pattern of {length:,} characters")
+
+
+def _compiled(args: RegexArgs, item: Any) -> Any:
+    try:
+        return compile_re2(text_arg(args.pattern, item), args.case_sensitive)
+    except ValueError as exc:
+        raise BadItemValue(f"{args.pattern}: {exc}") from exc
+
+
+def _regex_steps(args: RegexArgs, item: Any) -> Work:
+    program, output = _compiled(args, item).programsize, len(output_text(item))
+    return Work(program * output, f"a pattern program of {program:,} instructions x {output:,} output characters")
+
+
+# In this order: a per-item pattern's length before it is compiled to measure its program.
+REGEX_BOUNDS = (
+    WorkBound("pattern characters", MAX_PATTERN_CHARS, _pattern_chars),
+    WorkBound("RE2 steps", MAX_REGEX_STEPS, _regex_steps),
+)
+
+
+@metric("regex_match", version=1, kinds=KINDS, args_model=RegexArgs, bounds=REGEX_BOUNDS)
 def regex_match(args: RegexArgs) -> Metric:
     """1 when ``pattern`` matches somewhere in the output, else 0; ``match`` is the text it matched."""
 
     def score(item: Any, ctx: MetricContext) -> ComponentResult:
-        pattern = text_arg(args.pattern, item)
-        try:
-            compiled = compile_re2(pattern, args.case_sensitive)
-        except ValueError as exc:
-            raise BadItemValue(f"{args.pattern}: {exc}") from exc
-        found = compiled.search(output_text(item))
+        found = _compiled(args, item).search(output_text(item))
         if found is None:
             return ComponentResult.ok(0.0, {"match": None})
         return ComponentResult.ok(1.0, {"match": found.group(0)[:_MATCH_EXCERPT]})
