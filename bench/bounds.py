@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from assay.scoring.api_suites import parse_body
+from assay.scoring.suites.api_suites import parse_body
 from pydantic import BaseModel
 
 from assay.scoring.errors import CriteriaError
