@@ -37,6 +37,7 @@ from assay.scoring.pipeline.reconcile import RECONCILE_LIMIT, broker_holds_since
 from assay.scoring.pipeline.reconcile import reconcile as pipeline_reconcile
 from assay.scoring.pipeline.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.rescoring import rescore
+from assay.scoring.store import retention
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.scoring.suites.criteria import register_all_suites
@@ -379,6 +380,23 @@ def rescore_stale(self) -> dict[str, Any]:
             runs[suite] = {"batch_id": batch_id if total else None, "scores": total}
             log.info("rescore_stale: suite %s: %d score(s) to make (batch %s)", suite, total, batch_id if total else "-")
         return runs
+
+
+@task("scoring.prune_history", Queue.CONTROL)
+def prune_history(self) -> dict[str, Any]:
+    """The nightly retention run: every suite's ``retention:`` policy applied (see scoring.store.retention).
+    Two beats may both fire it; the advisory lock lets one do the work."""
+    with rescore.run_lock("assay:prune_history") as acquired:
+        if not acquired:
+            return {"skipped": "another run holds the lock"}
+        plans = retention.prune(chunk_size=get_settings().prune_chunk_size)
+    for plan in plans:
+        if plan.batches:
+            log.info(
+                "prune_history: suite %s: %d batch(es) pruned, %d score(s) and %d component(s) removed",
+                plan.suite, len(plan.batches), plan.removed_scores, plan.removed_components,
+            )
+    return {plan.suite: {"batches": len(plan.batches), "scores": plan.removed_scores} for plan in plans}
 
 
 @task("scoring.provider_batches", Queue.CONTROL)

@@ -25,6 +25,7 @@ from assay.scoring.pipeline.budgets import BUDGET_EXHAUSTED
 from assay.scoring.pipeline.completion import complete_batch_if_done
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.landing import land
+from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     Batch,
@@ -58,19 +59,11 @@ def broker_holds_since(session: Session, identity: str, created_at: datetime | N
     holds_since = None if first else (created_at or utcnow())
     # Two reconcilers meeting a new broker at once record the same row: the second one's is dropped.
     session.execute(
-        _insert_ignoring_conflict(session).values(identity=identity, holds_since=holds_since, recorded_at=utcnow())
+        dialect_insert(session)(BrokerEpoch)
+        .values(identity=identity, holds_since=holds_since, recorded_at=utcnow())
+        .on_conflict_do_nothing(index_elements=[BrokerEpoch.identity])
     )
     return session.get(BrokerEpoch, identity, populate_existing=True).holds_since  # type: ignore[union-attr]
-
-
-def _insert_ignoring_conflict(session: Session):  # type: ignore[no-untyped-def]
-    if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-
-        return insert(BrokerEpoch).on_conflict_do_nothing(index_elements=[BrokerEpoch.identity])
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert(BrokerEpoch).on_conflict_do_nothing(index_elements=[BrokerEpoch.identity])
 
 
 def reconcile(

@@ -153,6 +153,10 @@ class Batch(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # Set when retention removed the batch's scores (every item had a newer finished score): the row,
+    # its summary and its items stay, and its results answer that they were pruned, never empty.
+    pruned_at: Mapped[datetime | None]
+    pruned_scores: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class BrokerEpoch(Base):
