@@ -187,6 +187,11 @@ class Settings(BaseSettings):
     rescore_expires_seconds: int = Field(
         3600, ge=1, description="A nightly run not started this long after its slot is dropped (no pile-up)."
     )
+    prune_schedule: str = Field(
+        "30 3 * * *",
+        description="Crontab (minute hour day month weekday, UTC) of the nightly retention run (suites' `retention:`).",
+    )
+    prune_chunk_size: int = Field(1000, ge=1, description="Scores the retention run removes per transaction.")
     rescore_wave_size: int = Field(5000, ge=1, description="Scores a re-scoring run creates per transaction.")
     provider_batch_interval_seconds: float = Field(
         60.0, gt=0, description="How often beat submits batch-lane judge requests and polls provider batches."

@@ -43,6 +43,11 @@ class Progress(BaseModel):
     percent: float
 
 
+class PrunedOut(BaseModel):
+    at: str
+    scores_removed: int
+
+
 class BatchOut(BaseModel):
     batch_id: str
     suite: str
@@ -63,6 +68,11 @@ class BatchOut(BaseModel):
     finished_at: str | None
     progress: Progress | None
     summary: dict[str, Any] | None = Field(None, description="Pass rate, per-component mean / median, errors by kind")
+    pruned: PrunedOut | None = Field(
+        None,
+        description="Set when retention removed the batch's scores (every item had a newer one): its summary "
+        "stays, progress is null, and its results and reports answer 410 `pruned`",
+    )
 
 
 class BatchList(BaseModel):

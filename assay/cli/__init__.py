@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from assay.cli import batches, embedded, labels, rescoring, services, suites, trust
+from assay.cli import batches, embedded, labels, rescoring, retention, services, suites, trust
 
 cli = typer.Typer(
     help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
@@ -26,6 +26,7 @@ for command in (
     batches.status,
     batches.results,
     rescoring.diff,
+    retention.prune,
     trust.compare,
     batches.metrics,
     batches.cancel,

@@ -38,6 +38,13 @@ class Conflict(AssayError):
     code = "conflict"
 
 
+class Pruned(AssayError):
+    """The batch's scores were removed by retention: its results are gone, not empty."""
+
+    status_code = 410
+    code = "pruned"
+
+
 class BadRequest(AssayError):
     status_code = 400
     code = "bad_request"

@@ -1,4 +1,4 @@
-"""Beat schedule: the reconciler every few minutes, the nightly re-scoring, the batch lane's poller."""
+"""Beat schedule: the reconciler every few minutes, the nightly re-scoring and retention, the batch lane's poller."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from celery.schedules import crontab
 from assay.settings import Settings
 
 
-def nightly(expression: str) -> crontab:
+def nightly(expression: str, setting: str = "ASSAY_RESCORE_SCHEDULE") -> crontab:
     """A five-field crontab expression (UTC), as ``crontab -e`` takes it."""
     fields = expression.split()
     if len(fields) != 5:
-        raise ValueError(f"ASSAY_RESCORE_SCHEDULE must have 5 fields (minute hour day month weekday), got {expression!r}")
+        raise ValueError(f"{setting} must have 5 fields (minute hour day month weekday), got {expression!r}")
     minute, hour, day_of_month, month_of_year, day_of_week = fields
     return crontab(minute, hour, day_of_week, day_of_month, month_of_year)
 
@@ -29,6 +29,11 @@ def beat_schedule(settings: Settings) -> dict[str, Any]:
         "rescore-stale": {
             "task": "scoring.rescore_stale",
             "schedule": nightly(settings.rescore_schedule),
+            "options": {"expires": float(settings.rescore_expires_seconds)},
+        },
+        "prune-history": {
+            "task": "scoring.prune_history",
+            "schedule": nightly(settings.prune_schedule, "ASSAY_PRUNE_SCHEDULE"),
             "options": {"expires": float(settings.rescore_expires_seconds)},
         },
         "provider-batches": {

@@ -33,10 +33,11 @@ from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.claims import Claim, claim_many
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.planning import plan_chunk
-from assay.scoring.pipeline.reconcile import note_planner_waiting
+from assay.scoring.pipeline.reconcile import RECONCILE_LIMIT, broker_holds_since, note_planner_waiting
 from assay.scoring.pipeline.reconcile import reconcile as pipeline_reconcile
 from assay.scoring.pipeline.scorer import JudgeRuntime, WorkUnit, judge_component
 from assay.scoring.rescoring import rescore
+from assay.scoring.store import retention
 from assay.scoring.store.db import after_commits_gathered, transaction
 from assay.scoring.store.models import Batch
 from assay.scoring.suites.criteria import register_all_suites
@@ -44,6 +45,7 @@ from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 from assay.workers import metric_groups
 from assay.workers.app import Queue, app, task
+from assay.workers.broker_identity import broker_identity
 from assay.workers.landing import claimed_works, defer_component, land_results
 from assay.workers.leases import lease_keeper
 from assay.workers.runtime import CallSlots, batch_client, call_slots, judge_runtime
@@ -131,6 +133,8 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     """Enqueue a batch's components in chunks, pausing while the queues are deep (backpressure) or
     cannot be read; its publishes ride out a broker outage."""
     settings = get_settings()
+    # Before stamping anything: what this run publishes to a new broker is then known to be there.
+    broker_identity()
     for _ in range(chunks_per_run):
         depths = queue_depths()
         if depths is None or max(depths[Queue.METRICS], depths[Queue.JUDGE]) > settings.max_queue_depth:
@@ -283,28 +287,7 @@ def judge_components(self, refs: list[list[str]]) -> None:
     _run_judge_group(self, refs)
 
 
-# A key the reconciler keeps in the broker's Redis: when it is gone, so is every message that was there.
-BROKER_MARKER = "assay-broker-marker"
-
-
-def broker_lost_its_messages() -> bool:
-    """Whether the broker restarted empty (or was flushed) since the reconciler last looked: its marker
-    key is gone. Sets the marker again, so of several reconcilers only one is told. False when the
-    broker is not Redis or cannot be reached."""
-    settings = get_settings()
-    if not settings.broker_url.startswith(("redis://", "rediss://", "unix://")):
-        return False
-    client = redis.Redis.from_url(settings.broker_url, socket_timeout=5, socket_connect_timeout=5)
-    try:
-        return bool(client.set(f"{settings.broker_key_prefix}{BROKER_MARKER}", "1", nx=True))
-    except redis.RedisError as exc:
-        log.warning("cannot read the broker's marker: %s", exc)
-        return False
-    finally:
-        client.close()
-
-
-# Every pending component of a broker that lost its messages is re-sent in one pass; the planner keeps
+# Every pending component sent to a broker that lost it is re-sent in one pass; the planner keeps
 # them near ASSAY_MAX_QUEUE_DEPTH, far below this.
 RESEND_ALL_LIMIT = 1_000_000
 
@@ -314,24 +297,24 @@ def reconcile(self) -> dict[str, int]:
     """Re-enqueue what lost messages left behind, complete batches a dead worker left running; also
     registers the suites' current criteria."""
     settings = get_settings()
+    identity = broker_identity()
     with transaction() as session:
         register_all_suites(session, settings.config_dir)
-    if broker_lost_its_messages():
-        # Every queued message is gone (Redis restarted empty): every pending component and due
-        # deferral is re-sent and every planner restarted now, not once they look stale. Those whose
-        # message was published since are sent twice, which their claim makes harmless.
-        log.warning("the broker lost its messages (restarted empty, or new): re-sending all pending work")
-        with transaction() as session:
-            report = pipeline_reconcile(session, requeue_after_seconds=0, limit=RESEND_ALL_LIMIT)
-    else:
-        depths = queue_depths()
-        # A pending component whose message still waits in a backlogged queue is not lost: re-sending
-        # it would only lengthen the queue (and make more look lost). Lost ones are found once it drains.
-        backlogged = set(Queue) if depths is None else {q for q, n in depths.items() if n > 0}
-        with transaction() as session:
-            report = pipeline_reconcile(
-                session, requeue_after_seconds=settings.requeue_after_seconds, skip_pending_in=backlogged
-            )
+        lost_before = broker_holds_since(session, identity.name, identity.created_at) if identity else None
+    depths = queue_depths()
+    # A pending component whose message still waits in a backlogged queue is not lost: re-sending it
+    # would only lengthen the queue (and make more look lost). Lost ones are found once it drains.
+    # What was sent to a broker before this one (restarted empty, or replaced) is lost wherever the
+    # queues stand: it is re-sent and its planners restarted now, once (they are stamped).
+    backlogged = set(Queue) if depths is None else {q for q, n in depths.items() if n > 0}
+    with transaction() as session:
+        report = pipeline_reconcile(
+            session,
+            requeue_after_seconds=settings.requeue_after_seconds,
+            skip_pending_in=backlogged,
+            lost_before=lost_before,
+            limit=RESEND_ALL_LIMIT if lost_before is not None else RECONCILE_LIMIT,
+        )
     enqueuer.enqueue(report.refs)
     for batch_id in report.planning_batches:
         _plan_later(str(batch_id))
@@ -397,6 +380,23 @@ def rescore_stale(self) -> dict[str, Any]:
             runs[suite] = {"batch_id": batch_id if total else None, "scores": total}
             log.info("rescore_stale: suite %s: %d score(s) to make (batch %s)", suite, total, batch_id if total else "-")
         return runs
+
+
+@task("scoring.prune_history", Queue.CONTROL)
+def prune_history(self) -> dict[str, Any]:
+    """The nightly retention run: every suite's ``retention:`` policy applied (see scoring.store.retention).
+    Two beats may both fire it; the advisory lock lets one do the work."""
+    with rescore.run_lock("assay:prune_history") as acquired:
+        if not acquired:
+            return {"skipped": "another run holds the lock"}
+        plans = retention.prune(chunk_size=get_settings().prune_chunk_size)
+    for plan in plans:
+        if plan.batches:
+            log.info(
+                "prune_history: suite %s: %d batch(es) pruned, %d score(s) and %d component(s) removed",
+                plan.suite, len(plan.batches), plan.removed_scores, plan.removed_components,
+            )
+    return {plan.suite: {"batches": len(plan.batches), "scores": plan.removed_scores} for plan in plans}
 
 
 @task("scoring.provider_batches", Queue.CONTROL)

@@ -1,14 +1,12 @@
-"""Publishing through a broker outage, and noticing a broker that lost its messages."""
+"""Publishing through a broker outage (a broker that lost its messages: test_broker_identity.py)."""
 
 from __future__ import annotations
 
 import uuid
 
 import kombu.exceptions
-import redis
 
 from assay.scoring.pipeline.components import ComponentRef
-from assay.settings import get_settings
 from assay.workers import tasks
 
 
@@ -39,13 +37,3 @@ def test_component_messages_are_published_through_a_broker_outage(monkeypatch):
     ref = ComponentRef(uuid.uuid4(), "schema_match", "metrics")
     tasks.enqueuer.enqueue([ref], countdown=5.0)
     assert len(publish.taken) == 1 and publish.taken[0][1]["args"] == ([[str(ref.score_id), "schema_match"]],)
-
-
-def test_a_broker_that_lost_its_marker_is_told_once():
-    settings = get_settings()
-    client = redis.Redis.from_url(settings.broker_url)
-    marker = f"{settings.broker_key_prefix}{tasks.BROKER_MARKER}"
-    client.delete(marker)  # as after a restart with no persistence
-    assert tasks.broker_lost_its_messages() is True
-    assert tasks.broker_lost_its_messages() is False
-    assert client.exists(marker)

@@ -278,7 +278,7 @@ ResultFilter = Literal["all", "finished", "passed", "failed", "errored"]
     "/{batch_id}/results",
     response_model=ResultsPage,
     summary="Results, paginated; or a streamed export with format=jsonl|csv",
-    responses={200: {"content": {"application/x-ndjson": {}, "text/csv": {}}}},
+    responses={200: {"content": {"application/x-ndjson": {}, "text/csv": {}}}, 410: {"description": "The batch was pruned by retention"}},
 )
 def results(
     batch_id: uuid.UUID,
@@ -295,7 +295,7 @@ def results(
     format: Annotated[Literal["json", "jsonl", "csv"], Query(description="json: a page; jsonl/csv: every result, streamed, with the human verdict (human_* columns)")] = "json",
 ) -> Any:
     with transaction() as session:
-        batch = svc.get_batch(session, batch_id)
+        batch = svc.scored_batch(session, batch_id)
         criteria = load_criteria(session, batch.criteria_hash)
         if format == "json":
             kind = get_kind(criteria.kind)
@@ -352,7 +352,7 @@ def _export(batch_id: uuid.UUID, status: str, fmt: str, criteria: Criteria, kind
 
 
 def _pandas_batch(session: Any, batch_id: uuid.UUID) -> Any:
-    batch = svc.get_batch(session, batch_id)
+    batch = svc.scored_batch(session, batch_id)
     if load_criteria(session, batch.criteria_hash).kind != "pandas_codegen":
         raise BadRequest(f"batch {batch_id} is not a pandas_codegen batch: it has no metrics.json")
     return batch

@@ -54,7 +54,7 @@ def _disposition(batch_id: uuid.UUID, ext: str) -> dict[str, str]:
     "/{batch_id}/report.json",
     summary="The batch report as JSON (batch, summary, columns, rows), streamed",
     description=REPORT_DOC,
-    responses={200: {"content": {"application/json": {}}}, 404: {"description": "No such batch"}},
+    responses={200: {"content": {"application/json": {}}}, 404: {"description": "No such batch"}, 410: {"description": "The batch was pruned by retention"}},
     response_class=StreamingResponse,
 )
 def report_json(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> StreamingResponse:
@@ -68,7 +68,7 @@ def report_json(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_pri
     "/{batch_id}/report.csv",
     summary="The batch report as CSV, streamed",
     description=REPORT_DOC + "\n\nText a spreadsheet would run as a formula is prefixed with `'`.",
-    responses={200: {"content": {"text/csv": {}}}, 404: {"description": "No such batch"}},
+    responses={200: {"content": {"text/csv": {}}}, 404: {"description": "No such batch"}, 410: {"description": "The batch was pruned by retention"}},
     response_class=StreamingResponse,
 )
 def report_csv(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> StreamingResponse:
@@ -86,6 +86,7 @@ def report_csv(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_prin
     responses={
         200: {"content": {reports.MEDIA_TYPES["xlsx"]: {}}},
         404: {"description": "No such batch"},
+        410: {"description": "The batch was pruned by retention"},
     },
     response_class=FileResponse,
 )

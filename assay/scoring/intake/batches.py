@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from assay.scoring.errors import BadRequest, Conflict, NotFound
+from assay.scoring.errors import BadRequest, Conflict, NotFound, Pruned
 from assay.scoring.pipeline.budgets import BUDGET_EXHAUSTED
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.summaries import batch_counts, batch_summary
@@ -34,6 +34,19 @@ def get_batch(session: Session, batch_id: uuid.UUID) -> Batch:
     batch = session.get(Batch, batch_id)
     if batch is None:
         raise NotFound(f"no batch {batch_id}")
+    return batch
+
+
+def scored_batch(session: Session, batch_id: uuid.UUID) -> Batch:
+    """The batch, to read its scores: ``Pruned`` when retention removed them (its row and summary stay)."""
+    batch = get_batch(session, batch_id)
+    if batch.pruned_at is not None:
+        raise Pruned(
+            f"batch {batch_id}'s scores were pruned by retention at {_aware(batch.pruned_at).isoformat()}"  # type: ignore[union-attr]
+            f" ({batch.pruned_scores} removed; every item has a newer score): its summary is kept",
+            pruned_at=_aware(batch.pruned_at).isoformat(),  # type: ignore[union-attr]
+            pruned_scores=batch.pruned_scores,
+        )
     return batch
 
 

@@ -1,16 +1,19 @@
 """Reconciling: work a lost message left behind is found and sent again, a silent planner restarted,
-a batch whose completion check a crash cut off completed, and a component that keeps crashing failed."""
+a batch whose completion check a crash cut off completed, and a component that keeps crashing failed.
+The brokers the store has seen (``broker_epochs``) say which messages a broker that lost its own
+(restarted empty, or replaced) took with it."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import (
     and_,
     exists,
+    false,
     or_,
     select,
     update,
@@ -22,13 +25,19 @@ from assay.scoring.pipeline.budgets import BUDGET_EXHAUSTED
 from assay.scoring.pipeline.completion import complete_batch_if_done
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.landing import land
+from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import (
     ACTIVE_SCORE_STATUSES,
     Batch,
+    BrokerEpoch,
     Score,
     ScoreComponent,
     utcnow,
 )
+
+
+# Components one ordinary pass takes up at most; the rest wait for the next pass.
+RECONCILE_LIMIT = 5000
 
 
 @dataclass(frozen=True)
@@ -38,17 +47,49 @@ class ReconcileReport:
     finished_batches: list[uuid.UUID]
 
 
+def broker_holds_since(session: Session, identity: str, created_at: datetime | None) -> datetime | None:
+    """When the broker named ``identity`` started holding the messages sent to it (None: it holds every
+    message the store stamped). Records a broker not seen before: the first one the store sees holds
+    everything; a later one holds what was stamped since it was created (``created_at``, from the
+    identity itself; now when that is unknown, which may re-send a little but never loses work)."""
+    known = session.get(BrokerEpoch, identity)
+    if known is not None:
+        return known.holds_since
+    first = session.scalar(select(BrokerEpoch.identity).limit(1)) is None
+    holds_since = None if first else (created_at or utcnow())
+    # Two reconcilers meeting a new broker at once record the same row: the second one's is dropped.
+    session.execute(
+        dialect_insert(session)(BrokerEpoch)
+        .values(identity=identity, holds_since=holds_since, recorded_at=utcnow())
+        .on_conflict_do_nothing(index_elements=[BrokerEpoch.identity])
+    )
+    return session.get(BrokerEpoch, identity, populate_existing=True).holds_since  # type: ignore[union-attr]
+
+
 def reconcile(
-    session: Session, *, requeue_after_seconds: float, skip_pending_in: Collection[str] = (), limit: int = 5000
+    session: Session,
+    *,
+    requeue_after_seconds: float,
+    skip_pending_in: Collection[str] = (),
+    lost_before: datetime | None = None,
+    limit: int = RECONCILE_LIMIT,
 ) -> ReconcileReport:
     """Find work a lost message left behind: expired leases, stale pending, overdue deferrals.
 
     Stale pending components of the queues in ``skip_pending_in`` (those with messages waiting) are
-    left alone: their messages are most likely still queued. Only components of active scores count;
-    the caller commits, then publishes the refs.
+    left alone: their messages are most likely still queued. What was sent before ``lost_before`` went
+    to a broker that lost it (:func:`broker_holds_since`): such pending components, due deferrals and
+    planners are taken up at once, wherever the queues stand; they are stamped now, so the next pass
+    leaves them to the rules above. Only components of active scores count; the caller commits, then
+    publishes the refs.
     """
     now = utcnow()
     stale = now - timedelta(seconds=requeue_after_seconds)
+    sent_to_lost_broker = (
+        or_(ScoreComponent.enqueued_at.is_(None), ScoreComponent.enqueued_at < lost_before)
+        if lost_before is not None
+        else false()
+    )
     stuck = or_(
         and_(ScoreComponent.status == "in_progress", ScoreComponent.lease_expires_at < now),
         and_(
@@ -58,6 +99,8 @@ def reconcile(
         ),
         # A deferral's own countdown message may have been lost: pick it up once it is well overdue.
         and_(ScoreComponent.status == "deferred", ScoreComponent.run_after < stale),
+        and_(ScoreComponent.status == "pending", sent_to_lost_broker),
+        and_(ScoreComponent.status == "deferred", ScoreComponent.run_after < now, sent_to_lost_broker),
     )
     rows = session.execute(
         select(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.queue)
@@ -73,13 +116,18 @@ def reconcile(
             .values(enqueued_at=now)
         )
     # A planner waiting on backpressure checks in too (note_planner_waiting): only silent ones restart.
+    planner_lost_before = stale if lost_before is None else max(stale, lost_before)
     planning = list(
         session.scalars(
             select(Batch.id).where(
-                Batch.status == "planning", or_(Batch.planner_seen_at.is_(None), Batch.planner_seen_at < stale)
+                Batch.status == "planning",
+                or_(Batch.planner_seen_at.is_(None), Batch.planner_seen_at < planner_lost_before),
             )
         )
     )
+    if planning:
+        # A planner restarted now has its message queued: not silent until it is stale again.
+        session.execute(update(Batch).where(Batch.id.in_(planning)).values(planner_seen_at=now))
     # Batches whose last score finished in a transaction whose worker died before it could check.
     finished = session.scalars(
         select(Batch)

@@ -87,8 +87,8 @@ class ReportContext:
 
 
 def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
-    """Read the batch, its live summary and its criteria (raises ``NotFound`` for an unknown batch)."""
-    batch = svc.get_batch(session, batch_id)
+    """Read the batch, its live summary and its criteria (raises ``NotFound`` for an unknown batch, ``Pruned`` for a pruned one)."""
+    batch = svc.scored_batch(session, batch_id)
     criteria = load_criteria(session, batch.criteria_hash)
     kind = get_kind(criteria.kind)
     view = batch_view(batch, svc.progress(session, batch))

@@ -118,8 +118,9 @@ def batch_view(batch: Batch, progress: dict[str, Any] | None = None) -> dict[str
         "judge_lane": batch.judge_lane,
         "created_at": iso(batch.created_at),
         "finished_at": iso(batch.finished_at),
-        "progress": progress,
+        "progress": None if batch.pruned_at is not None else progress,
         "summary": batch.summary,
+        "pruned": {"at": iso(batch.pruned_at), "scores_removed": batch.pruned_scores} if batch.pruned_at else None,
     }
 
 

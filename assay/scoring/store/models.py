@@ -153,6 +153,26 @@ class Batch(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # Set when retention removed the batch's scores (every item had a newer finished score): the row,
+    # its summary and its items stay, and its results answer that they were pruned, never empty.
+    pruned_at: Mapped[datetime | None]
+    pruned_scores: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+
+
+class BrokerEpoch(Base):
+    """A broker (Redis) the store has seen, by the identity the reconciler keeps in it.
+
+    Redis loses the identity with its messages (restarted empty, flushed, replaced): the identity the
+    reconciler then finds is one this table does not hold. ``holds_since`` says which messages the
+    broker can hold: those stamped (``enqueued_at``, ``planner_seen_at``) at or after it. NULL for the
+    first broker the store ever saw, which was sent every message; a later one was created when the
+    one before it was gone, so what was stamped before then was sent to a broker that lost it."""
+
+    __tablename__ = "broker_epochs"
+
+    identity: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holds_since: Mapped[datetime | None]
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class SignedInSession(Base):

@@ -232,6 +232,18 @@ class RescoreOptions(_Strict):
     budget_usd: float | None = Field(None, gt=0)  # per nightly run; judge calls stop when it is spent
 
 
+class RetentionPolicy(_Strict):
+    """How much score history the suite keeps (``assay.scoring.store.retention``). Operational: not
+    hashed. Unset, nothing is pruned; with both set, a batch is kept when either keeps it."""
+
+    keep_criteria: int | None = Field(None, ge=1)  # the batches of the suite's latest N criteria hashes
+    keep_days: int | None = Field(None, ge=1)  # the batches created in the last D days
+
+    @property
+    def active(self) -> bool:
+        return self.keep_criteria is not None or self.keep_days is not None
+
+
 class DisagreementRule(_Strict):
     """Named components whose scores differ by more than ``more_than`` (highest minus lowest)."""
 
@@ -260,6 +272,7 @@ class SuiteOptions(_Strict):
     judge: JudgeOptions = Field(default_factory=JudgeOptions)
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     review: ReviewRules = Field(default_factory=ReviewRules)
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     description: str = ""
 
 
@@ -413,6 +426,7 @@ class _SuiteFile(_Strict):
     judge: _JudgeFile | None = None
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     review: ReviewRules = Field(default_factory=ReviewRules)
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
 
 
 def suite_path(config_dir: Path, name: str) -> Path:
@@ -506,6 +520,7 @@ def parse_suite(
         description=spec.description,
         rescore=spec.rescore,
         review=spec.review,
+        retention=spec.retention,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 

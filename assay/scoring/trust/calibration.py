@@ -38,6 +38,7 @@ from assay.scoring.pipeline.summaries import batch_counts
 from assay.scoring.rescoring.rescore import Estimate, Lane, estimate
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
+from assay.scoring.store.retention import keep_rule
 from assay.scoring.store.models import (
     TOTAL_COMPONENT,
     Batch,
@@ -238,6 +239,12 @@ def compute_noise(session: Session, run: CalibrationRun) -> list[NoiseEstimate]:
 
 
 _RUN_STATUS_BY_BATCH = {"completed": "completed", "budget_exhausted": "completed", "cancelled": "cancelled", "failed": "failed"}
+
+
+@keep_rule
+def calibration_scores() -> Any:
+    """Retention never removes a calibration repeat: the noise estimates stand on them."""
+    return select(Score.id).where(Score.calibration_run_id.is_not(None))
 
 
 @on_batch_completed

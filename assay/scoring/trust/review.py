@@ -45,6 +45,7 @@ from assay.scoring.errors import Conflict, InvalidInput, NotFound
 from assay.scoring.pipeline.hooks import Finalized, on_scores_finalized
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
+from assay.scoring.store.retention import keep_rule
 from assay.scoring.store.models import (
     Item,
     Label,
@@ -225,6 +226,18 @@ def after_finalize(session: Session, finalized: Sequence[Finalized]) -> dict[uui
     if closing:  # Core executemany: the ORM would read a list of parameters as updates by primary key
         session.connection().execute(_CLOSE_OLDER_ENTRIES, closing)
     return matched
+
+
+@keep_rule
+def queued_scores() -> Any:
+    """Retention never removes a score a person is or was asked to review (open or closed entries)."""
+    return select(ReviewQueueEntry.score_id)
+
+
+@keep_rule
+def reviewed_scores() -> Any:
+    """Retention never removes a score a person reviewed."""
+    return select(Review.score_id)
 
 
 # --- the queue -------------------------------------------------------------------------------------------------
