@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +93,12 @@ class Settings(BaseSettings):
         description="Bearer API keys accepted by the API, each `name:key` (the name is who the API records "
         "as acting: 1-64 letters, digits or ._@+-) or a bare key (named key-<first 8 hex digits of its "
         f"SHA-256>); each key at least {MIN_SECRET_CHARS} characters.",
+    )
+    operator_keys: list[str] = Field(
+        default_factory=list,
+        description="Names of API keys (from ASSAY_API_KEYS) whose holders are operators: they may post "
+        "versions of, disable, enable or delete any API suite, not only their own. Only a key is an operator, "
+        "never a proxy user of the same name.",
     )
     auth_failures_per_minute: int = Field(
         10,
@@ -247,6 +253,27 @@ class Settings(BaseSettings):
                 raise ValueError(f"{what} is the same key as API key {seen[parsed.key]}: give each key one entry")
             seen[parsed.key] = number
         return keys
+
+    @field_validator("operator_keys")
+    @classmethod
+    def _operator_keys_named(cls, names: list[str]) -> list[str]:
+        for number, name in enumerate(names, start=1):
+            if not KEY_NAME.fullmatch(name):
+                raise ValueError(
+                    f"operator key {number} of {len(names)} is not a key name (1-64 letters, digits or ._@+- "
+                    "starting with a letter or digit): list the names of ASSAY_API_KEYS entries, not the keys"
+                )
+        return names
+
+    @model_validator(mode="after")
+    def _operators_are_configured_keys(self) -> Settings:
+        unknown = sorted(set(self.operator_keys) - {key.name for key in configured_keys(self)})
+        if unknown:
+            raise ValueError(
+                f"ASSAY_OPERATOR_KEYS names {', '.join(map(repr, unknown))}, which no ASSAY_API_KEYS entry is "
+                "named: an operator is the holder of a configured key"
+            )
+        return self
 
     @field_validator("session_secret")
     @classmethod

@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.signin_sessions import cookie_user, matching_key
 from assay.api.throttle import get_throttle
+from assay.scoring import principals
 from assay.scoring.errors import Unauthorized
 from assay.settings import ApiKey, Settings, get_settings
 
@@ -33,8 +34,17 @@ bearer = HTTPBearer(auto_error=False, description="An API key from ASSAY_API_KEY
 
 @dataclass(frozen=True)
 class Principal:
-    name: str  # the proxy's user, or the API key's name (``name:key`` in ASSAY_API_KEYS), never shared
-    via: str  # "api_key", "proxy" or "session" (the dashboard's signed cookie)
+    name: str  # the proxy's user, or the API key's name (``name:key`` in ASSAY_API_KEYS)
+    via: str  # "api_key", "proxy" or "session" (the dashboard's signed cookie, opened with a key)
+
+    @property
+    def id(self) -> str:
+        """Who this is, typed by how it signed in (``key:NAME`` or ``proxy:NAME``): what the store records."""
+        return principals.signed_in(self.via, self.name)
+
+    def is_operator(self, settings: Settings) -> bool:
+        """Whether this is the holder of a key named in ``ASSAY_OPERATOR_KEYS`` (never a proxy user)."""
+        return principals.KIND_OF_SIGN_IN[self.via] == principals.KEY and self.name in settings.operator_keys
 
 
 def _in_networks(host: str, networks: list[str]) -> bool:
@@ -91,7 +101,7 @@ def forwarded_user(request: Request, settings: Settings) -> str | None:
     for header in ("x-forwarded-user", "x-forwarded-email"):
         value = request.headers.get(header, "").strip()
         if value:
-            return value[:255]
+            return value[: principals.PROXY_NAME_MAX]
     return None
 
 

@@ -25,7 +25,9 @@ def labels_push(
     api_key: ApiKey = None,
 ) -> None:
     """Upload human labels (POST /api/v1/suites/{name}/labels): CSV or JSONL, by the file's extension.
-    Rows: item_id (or batch_id and external_id), passed and/or score (0..1), annotator, comment."""
+    Rows: item_id (or batch_id and external_id), passed and/or score (0..1), annotator, comment.
+    A row without an annotator, or naming you, is your label; a row naming someone else imports their
+    label, which never replaces one. Prints what was added, imported, replaced, skipped (and why)."""
     content_type = LABEL_TYPES.get(file.suffix.lower())
     if content_type is None:
         fail(f"{file.name}: name a .csv, .jsonl or .ndjson file (the extension decides the format)")
@@ -38,9 +40,13 @@ def labels_push(
             headers={"Content-Type": content_type},
         )
     console.print(
-        f"suite {out['suite']}: {out['accepted']} label(s) stored ({out['created']} new, {out['replaced']} replaced)"
+        f"suite {out['suite']}: {out['accepted']} label(s) stored ({out['created']} new, "
+        f"{out['imported']} imported, {out['replaced']} replaced)"
+        + (f", {out['skipped']} skipped" if out["skipped"] else "")
         + (f", {out['rejected']} bad row(s)" if out["rejected"] else "")
     )
+    for skipped in out["skipped_lines"][:20]:
+        console.print(f"  line {skipped['line']} skipped: {skipped['reason']}")
     for bad in out["bad_lines"][:20]:
         console.print(f"  line {bad['line']}: {bad['reason']}")
 

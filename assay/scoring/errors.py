@@ -63,3 +63,10 @@ class PayloadTooLarge(AssayError):
 class Unauthorized(AssayError):
     status_code = 401
     code = "unauthorized"
+
+
+class Forbidden(AssayError):
+    """The caller is known but may not do this (another principal's suite, for one)."""
+
+    status_code = 403
+    code = "forbidden"

@@ -173,7 +173,7 @@ def test_forwarded_user_is_ignored_from_untrusted_clients(api_client):
     # ... and with a key, the batch is attributed to the key, not to the claimed user.
     r = api_client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD), headers={"X-Forwarded-User": "mallory"})
     batch = api_client.get(f"/api/v1/batches/{r.json()['batch_id']}").json()
-    assert batch["created_by"] == "ci-tester"
+    assert batch["created_by"] == "key:ci-tester"
 
 
 def test_forwarded_user_from_trusted_proxy_authenticates(clean_db, monkeypatch):
@@ -189,7 +189,7 @@ def test_forwarded_user_from_trusted_proxy_authenticates(clean_db, monkeypatch):
         r = client.post("/api/v1/batches?suite=kql", content=jsonl(GOOD), headers=proxied)
         assert r.status_code == 202, r.text
         batch = client.get(f"/api/v1/batches/{r.json()['batch_id']}", headers={"X-Forwarded-User": "alice@example.com"})
-        assert batch.json()["created_by"] == "alice@example.com"
+        assert batch.json()["created_by"] == "proxy:alice@example.com"
         assert client.get("/api/v1/batches").status_code == 401  # no header, no key
 
 

@@ -69,27 +69,44 @@ def csv_body(rows: list[str], header: str = "item_id,passed,score,annotator,comm
     return "\n".join([header, *rows]) + "\n"
 
 
-def first_labels(items) -> str:
+def alice_rows(items) -> list[str]:
     i = {q: str(v) for q, v in items.items()}
-    return csv_body([
+    return [
         f"{i['q1']},pass,0.9,alice,clear",
         f"{i['q2']},fail,0.2,alice,",
         f"{i['q3']},false,0.3,alice,",
         f"{i['q4']},true,0.8,alice,",
         f"{i['q5']},yes,,alice,",
+    ]
+
+
+def bob_rows(items) -> list[str]:
+    i = {q: str(v) for q, v in items.items()}
+    return [
         f"{i['q1']},1,0.8,bob,",
         f"{i['q2']},no,0.4,bob,",
         f"{i['q3']},0,,bob,",
         f"{i['q4']},fail,0.6,bob,",
         f'{i["q5"]},,0.95,bob,"score only, above the threshold"',
-    ])
+    ]
 
 
-def test_csv_labels_and_the_agreement_they_give(scored):
-    client, _, items, criteria_hash = scored
-    r = post_labels(client, first_labels(items), "text/csv")
-    assert r.status_code == 200, r.text
-    assert r.json() == {"suite": "kql", "accepted": 10, "created": 10, "replaced": 0, "rejected": 0, "bad_lines": []}
+def first_labels(items) -> str:
+    """alice's and bob's labels in one file: uploaded by anyone else, an import of both."""
+    return csv_body([*alice_rows(items), *bob_rows(items)])
+
+
+def test_csv_labels_and_the_agreement_they_give(scored, principals):
+    _, _, items, criteria_hash = scored
+    alice, bob = principals.key("alice"), principals.key("bob")
+    for who, rows in ((alice, alice_rows(items)), (bob, bob_rows(items))):
+        r = post_labels(who, csv_body(rows), "text/csv")
+        assert r.status_code == 200, r.text
+        assert r.json() == {
+            "suite": "kql", "accepted": 5, "created": 5, "imported": 0, "replaced": 0, "skipped": 0,
+            "skipped_lines": [], "rejected": 0, "bad_lines": [],
+        }
+    client = scored[0]
 
     report = client.get("/api/v1/suites/kql/agreement").json()
     assert report["labelled_items"] == 5 and report["labels"] == 10 and len(report["hashes"]) == 1
@@ -116,12 +133,12 @@ def test_csv_labels_and_the_agreement_they_give(scored):
     assert h["spearman"]["rho"] == pytest.approx(expected.statistic) and h["spearman"]["p_value"] == pytest.approx(expected.pvalue)
 
     # alice changes her mind on q2: her label is replaced, bob's stays; q2 becomes a tie.
-    again = post_labels(client, csv_body([f"{items['q2']},pass,0.9,alice,second look"]), "text/csv")
+    again = post_labels(alice, csv_body([f"{items['q2']},pass,0.9,alice,second look"]), "text/csv")
     assert again.json()["replaced"] == 1 and again.json()["created"] == 0
     with transaction() as session:
         mine = session.scalars(select(Label).where(Label.item_id == items["q2"]).order_by(Label.annotator)).all()
-    assert [(x.annotator, x.passed, x.score, x.comment) for x in mine] == [
-        ("alice", True, 0.9, "second look"), ("bob", False, 0.4, None),
+    assert [(x.annotator, x.written_by, x.passed, x.score, x.comment) for x in mine] == [
+        ("key:alice", "key:alice", True, 0.9, "second look"), ("key:bob", "key:bob", False, 0.4, None),
     ]
     h = client.get("/api/v1/suites/kql/agreement").json()["hashes"][0]
     assert h["ties"]["count"] == 2 and h["disagreeing"]["count"] == 0 and h["kappa"] == pytest.approx(1.0)
@@ -164,7 +181,7 @@ def test_a_new_criteria_hash_has_its_own_agreement_and_calibration_scores_stay_o
     assert client.get("/api/v1/suites/kql/agreement", params={"criteria_hash": "xyz"}).status_code == 422
 
 
-def test_jsonl_labels_by_batch_and_external_id_default_to_the_callers_name(scored):
+def test_jsonl_labels_by_batch_and_external_id_default_to_the_callers_principal(scored):
     client, batch_id, items, _ = scored
     body = "\n".join([
         json.dumps({"batch_id": batch_id, "external_id": "q1", "passed": True}),
@@ -172,10 +189,15 @@ def test_jsonl_labels_by_batch_and_external_id_default_to_the_callers_name(score
         json.dumps({"item_id": str(items["q3"]), "score": 0.25, "annotator": "carol", "comment": "weak"}),
     ]) + "\n"
     r = post_labels(client, body, "application/x-ndjson")
-    assert r.status_code == 200, r.text and r.json()["created"] == 2
+    assert r.status_code == 200, r.text
+    assert (r.json()["created"], r.json()["imported"]) == (1, 1)
     with transaction() as session:
-        got = {(x.item_id, x.annotator, x.passed, x.score, x.source) for x in session.scalars(select(Label))}
-    assert got == {(items["q1"], "ci-tester", True, None, "upload"), (items["q3"], "carol", None, 0.25, "upload")}
+        got = {(x.item_id, x.annotator, x.written_by, x.passed, x.score, x.source) for x in session.scalars(select(Label))}
+    # carol is not the caller: her label is an import, recorded as stored by the caller.
+    assert got == {
+        (items["q1"], "key:ci-tester", "key:ci-tester", True, None, "upload"),
+        (items["q3"], "carol", "key:ci-tester", None, 0.25, "import"),
+    }
 
 
 def test_bad_rows_are_listed_with_their_line_numbers_and_nothing_is_stored(scored):
@@ -248,13 +270,19 @@ def test_the_cli_pushes_labels_and_prints_the_agreement(scored, tmp_path, monkey
     from assay import cli
 
     client, _, items, criteria_hash = scored
-    monkeypatch.setattr(cli, "_client", lambda api_url, api_key: client)
+    monkeypatch.setattr("assay.cli.labels.api_client", lambda api_url, api_key: client)
     runner = CliRunner()
     labels_file = tmp_path / "labels.csv"
     labels_file.write_text(first_labels(items))
     pushed = runner.invoke(cli.cli, ["labels", "push", str(labels_file), "--suite", "kql"])
     assert pushed.exit_code == 0, pushed.output
-    assert "suite kql: 10 label(s) stored (10 new, 0 replaced)" in pushed.output
+    assert "suite kql: 10 label(s) stored (0 new, 10 imported, 0 replaced)" in pushed.output
+    # Pushed again: an import never replaces a label, and the CLI says which rows were skipped and why.
+    again = runner.invoke(cli.cli, ["labels", "push", str(labels_file), "--suite", "kql"])
+    assert again.exit_code == 0, again.output
+    assert "suite kql: 0 label(s) stored (0 new, 0 imported, 0 replaced), 10 skipped" in again.output
+    said = " ".join(again.output.split())  # the console wraps long lines
+    assert "line 2 skipped: alice already has a label on this item (import, stored by key:ci-tester)" in said
     shown = runner.invoke(cli.cli, ["labels", "agreement", "--suite", "kql"])
     assert shown.exit_code == 0, shown.output
     assert f"criteria {criteria_hash[:12]} (current), pass at 0.9" in shown.output

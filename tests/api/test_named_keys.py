@@ -77,8 +77,8 @@ def _upload(client: TestClient, key: str) -> dict:
 
 def test_a_bearer_request_acts_as_its_key_name(app):
     with _client(app) as client:
-        assert _upload(client, ALICE_KEY)["created_by"] == "alice"
-        assert _upload(client, BOB_KEY)["created_by"] == unnamed_key_name(BOB_KEY)
+        assert _upload(client, ALICE_KEY)["created_by"] == "key:alice"
+        assert _upload(client, BOB_KEY)["created_by"] == "key:" + unnamed_key_name(BOB_KEY)
         # The name is not a key: offering "alice:<key>" as the bearer is a wrong key.
         r = client.get("/api/v1/batches", headers={"Authorization": f"Bearer alice:{ALICE_KEY}"})
         assert r.status_code == 401
@@ -106,7 +106,7 @@ def test_a_dashboard_sign_in_keeps_the_key_name_and_renaming_the_key_signs_it_ou
             headers={"Content-Type": "application/x-ndjson", "X-CSRF-Token": token},
         )
         assert r.status_code == 202, r.text
-        assert browser.get(f"/api/v1/batches/{r.json()['batch_id']}").json()["created_by"] == "alice"
+        assert browser.get(f"/api/v1/batches/{r.json()['batch_id']}").json()["created_by"] == "key:alice"  # the key's principal
 
         monkeypatch.setattr(get_settings(), "api_keys", [SecretStr(f"carol:{ALICE_KEY}"), SecretStr(BOB_KEY)])
         assert browser.get("/api/v1/batches").status_code == 401

@@ -1,4 +1,4 @@
-"""The review queue through the API: list a suite's queue, read an entry, record a verdict as the key's name."""
+"""The review queue through the API: list a suite's queue, read an entry, record a verdict as the key's principal."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Label, Score, SuiteRecord
 from tests.conftest import API_KEY_NAME
+
+REVIEWER = f"key:{API_KEY_NAME}"  # the run's key, typed as a principal
 from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 
@@ -64,7 +66,7 @@ def test_an_entry_shows_the_item_and_the_machine_score_with_its_reasoning(api_cl
     assert api_client.get("/api/v1/review-queue/not-a-uuid").status_code == 422
 
 
-def test_recording_a_review_uses_the_key_name_and_keeps_the_machine_score(api_client):
+def test_recording_a_review_uses_the_key_principal_and_keeps_the_machine_score(api_client):
     (score_id,) = _queued(1)
     entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
     made = api_client.post(
@@ -72,18 +74,18 @@ def test_recording_a_review_uses_the_key_name_and_keeps_the_machine_score(api_cl
     )
     assert made.status_code == 201, made.text
     body = made.json()
-    assert body["reviewer"] == API_KEY_NAME and body["reviewer"] != "api-client"
+    assert body["reviewer"] == REVIEWER
     assert (body["passed"], body["score"], body["comment"], body["entry_status"]) == (False, 0.3, "filters on the wrong column", "reviewed")
     assert body["created_at"]
     with transaction() as s:
         score = s.get(Score, score_id)
         assert (score.total, score.passed) == (0.9, True)
         label = s.scalars(select(Label)).one()
-        assert (label.annotator, label.passed, label.score, label.source) == (API_KEY_NAME, False, 0.3, "review")
+        assert (label.annotator, label.passed, label.score, label.source) == (REVIEWER, False, 0.3, "review")
     queue = api_client.get("/api/v1/suites/kql/review-queue").json()
     assert queue["total"] == 0 and queue["counts"]["reviewed"] == 1
     detail = api_client.get(f"/api/v1/review-queue/{entry_id}").json()
-    assert detail["status"] == "reviewed" and [r["reviewer"] for r in detail["reviews"]] == [API_KEY_NAME]
+    assert detail["status"] == "reviewed" and [r["reviewer"] for r in detail["reviews"]] == [REVIEWER]
 
 
 def test_bad_review_bodies_are_refused_with_the_reason(api_client):
@@ -113,7 +115,7 @@ def test_a_cookie_session_post_without_csrf_is_refused(api_client):
         refused = browser.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True})
         assert refused.status_code == 403
         ok = browser.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True}, headers={"Origin": ORIGIN})
-        assert ok.status_code == 201 and ok.json()["reviewer"] == API_KEY_NAME
+        assert ok.status_code == 201 and ok.json()["reviewer"] == REVIEWER  # a session opened with a key is that key
 
 
 def test_prometheus_gauge_counts_open_entries_per_suite(api_client):
@@ -143,7 +145,7 @@ def test_every_export_carries_the_human_verdict_beside_the_machine_one(api_clien
 
     def check(row, score_id, get):
         if score_id == str(reviewed):
-            assert get(row, "human_reviewer") == API_KEY_NAME and get(row, "human_passed") in (False, "False")
+            assert get(row, "human_reviewer") == REVIEWER and get(row, "human_passed") in (False, "False")
             assert get(row, "human_score") in (0.25, "0.25") and get(row, "human_labels") in (1, "1")
             assert get(row, "human_majority") == "fail"
         else:

@@ -188,7 +188,7 @@ def test_a_browser_identity_goes_on_with_the_page_token_or_a_same_origin_origin(
         assert token
         r = proxy.post("/api/v1/batches?suite=kql", content=BODY, headers={**alice, **upload, "X-CSRF-Token": token})
         assert r.status_code == 202, r.text
-        assert proxy.get(f"/api/v1/batches/{r.json()['batch_id']}", headers=alice).json()["created_by"] == "alice"
+        assert proxy.get(f"/api/v1/batches/{r.json()['batch_id']}", headers=alice).json()["created_by"] == "proxy:alice"
         # A token is the user's own: bob cannot use alice's.
         r = proxy.post("/api/v1/batches?suite=kql", content=BODY, headers={"X-Forwarded-User": "bob", **upload, "X-CSRF-Token": token})
         assert r.status_code == 403

@@ -356,7 +356,7 @@ def test_keys_are_scoped_per_principal(upload, proxy_client):
     assert theirs.json()["batch_id"] != mine.json()["batch_id"] and theirs.json()["replayed"] is False
     assert upload(jsonl(G, G), key, client=proxy_client).json()["batch_id"] == theirs.json()["batch_id"]
     with transaction() as s:
-        assert sorted(s.scalars(select(Batch.idempotency_scope))) == ["alice", "ci-tester"]
+        assert sorted(s.scalars(select(Batch.idempotency_scope))) == ["key:ci-tester", "proxy:alice"]
 
 
 def test_a_retry_while_the_first_upload_still_streams_gets_409(api_client, monkeypatch):

@@ -246,11 +246,11 @@ def test_golden_response_shape(api):
     ("client_addr", "headers", "status", "who"),
     [
         # The proxy's users are browsers: a same-origin Origin (or the page's CSRF token) is required.
-        (PROXY, {"X-Forwarded-User": "alice", "X-Forwarded-Email": "alice@example.com", "Origin": ORIGIN}, 202, "alice"),
-        (PROXY, {"X-Forwarded-Email": "bob@example.com", "Origin": ORIGIN}, 202, "bob@example.com"),
-        (PROXY, {"Authorization": f"Bearer {API_KEY}"}, 202, "ci-tester"),
+        (PROXY, {"X-Forwarded-User": "alice", "X-Forwarded-Email": "alice@example.com", "Origin": ORIGIN}, 202, "proxy:alice"),
+        (PROXY, {"X-Forwarded-Email": "bob@example.com", "Origin": ORIGIN}, 202, "proxy:bob@example.com"),
+        (PROXY, {"Authorization": f"Bearer {API_KEY}"}, 202, "key:ci-tester"),
         # Not from the trusted proxy: the headers are ignored, the key decides.
-        (("192.0.2.7", 40000), {"X-Forwarded-User": "mallory", "Authorization": f"Bearer {API_KEY}"}, 202, "ci-tester"),
+        (("192.0.2.7", 40000), {"X-Forwarded-User": "mallory", "Authorization": f"Bearer {API_KEY}"}, 202, "key:ci-tester"),
         (("192.0.2.7", 40000), {"X-Forwarded-User": "mallory"}, 401, None),
         (PROXY, {}, 401, None),
     ],

@@ -94,10 +94,10 @@ def test_a_new_suite_is_version_1_with_its_creator_and_takes_batches(api_client,
     assert out["suite"] | {"updated_at": None} == {
         "name": name, "kind": "kql", "origin": "api", "state": "active",
         "current_criteria_hash": out["version"]["criteria_hash"], "description": "registered through the API",
-        "created_by": "ci-tester", "updated_at": None, "versions": 1, "shadowed_api_suite": False,
+        "created_by": "key:ci-tester", "owner": "key:ci-tester", "updated_at": None, "versions": 1, "shadowed_api_suite": False,
         "problem": None, "note": None,
     }
-    assert out["version"]["version"] == 1 and out["version"]["created_by"] == "ci-tester" and out["version"]["current"]
+    assert out["version"]["version"] == 1 and out["version"]["created_by"] == "key:ci-tester" and out["version"]["current"]
     accepted = upload(api_client, name)
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["criteria_hash"] == out["version"]["criteria_hash"]
@@ -123,7 +123,7 @@ def test_the_same_suite_again_adds_no_version_and_a_changed_one_is_the_next(api_
 
     shown = api_client.get(f"/api/v1/suites/{name}").json()
     assert [(v["version"], v["current"], v["created_by"]) for v in shown["version_list"]] == [
-        (3, True, "ci-tester"), (2, False, "ci-tester"), (1, False, "ci-tester")
+        (3, True, "key:ci-tester"), (2, False, "key:ci-tester"), (1, False, "key:ci-tester")
     ]
     assert shown["versions"] == 3
     one = api_client.get(f"/api/v1/suites/{name}/versions/2").json()

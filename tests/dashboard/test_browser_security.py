@@ -62,4 +62,4 @@ def test_behind_the_proxy_the_pages_upload_with_their_csrf_token(chromium, proxi
     batch = httpx.get(
         f"{proxied_api_url}/api/v1/batches/{batch_id}", headers={"Authorization": f"Bearer {API_KEY}"}
     ).json()
-    assert batch["created_by"] == "alice@example.com"
+    assert batch["created_by"] == "proxy:alice@example.com"

@@ -452,7 +452,7 @@ def test_agreement_page_shows_each_hashs_numbers_and_links_the_disagreeing_items
         content="\n".join(json.dumps(row) for row in rows),
         headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/x-ndjson"},
     )
-    assert r.status_code == 200 and r.json()["created"] == 2 * len(ids), r.text
+    assert r.status_code == 200 and r.json()["imported"] == 2 * len(ids), r.text  # ann and ben: imports
     [h] = signed_in.get("/api/v1/suites/kql/agreement", headers={"Authorization": f"Bearer {API_KEY}"}).json()["hashes"]
     assert h["compared_items"] == len(ids) - 1 and h["ties"]["count"] == 1
 

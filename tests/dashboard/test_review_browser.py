@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, API_KEY_NAME, wait_for, worker_env
+
+REVIEWER = f"key:{API_KEY_NAME}"  # a session opened with the run's key is that key's principal
 from tests.dashboard.support import api_process
 from tests.dashboard.test_browser import shot, sign_in
 
@@ -81,7 +83,7 @@ def test_sign_in_open_the_queue_record_a_verdict_and_see_it_on_the_item_page(chr
     page.wait_for_url(re.compile(r".*/dashboard/review-entries/[0-9a-f-]{36}$"))
     expect(page.locator('[data-field="machine-verdict"]')).to_contain_text("PASS")
     assert "Paris, France" in page.locator("details.payload").inner_text()
-    expect(page.locator("#review-form button[type=submit]")).to_contain_text(API_KEY_NAME)
+    expect(page.locator("#review-form button[type=submit]")).to_contain_text(REVIEWER)
 
     page.check('#review-form input[name="verdict"][value="fail"]')
     page.fill('#review-form input[name="score"]', "0.4")
@@ -90,14 +92,14 @@ def test_sign_in_open_the_queue_record_a_verdict_and_see_it_on_the_item_page(chr
     page.wait_for_url(re.compile(r".*/dashboard/review-entries/[0-9a-f-]{36}\?recorded=true$"))
     expect(page.locator("#review-recorded")).to_be_visible()
     expect(page.locator('[data-field="entry-status"]')).to_have_text("reviewed")
-    expect(page.locator(f'#human-verdict [data-reviewer="{API_KEY_NAME}"]')).to_contain_text("FAIL")
+    expect(page.locator(f'#human-verdict [data-reviewer="{REVIEWER}"]')).to_contain_text("FAIL")
     expect(page.locator('[data-review-suite="reviewed_answers"]')).to_have_count(0)  # nothing open now
     shot(page, "review-recorded")
 
     page.click("text=item page")
     page.wait_for_url(re.compile(r".*/dashboard/items/[0-9a-f-]{36}$"))
     card = page.locator(".score-card").first
-    expect(card.locator('[data-field="human-verdict"]')).to_contain_text(f"Human: FAIL 40.0% · {API_KEY_NAME}")
+    expect(card.locator('[data-field="human-verdict"]')).to_contain_text(f"Human: FAIL 40.0% · {REVIEWER}")
     assert "PASS" in card.locator("h2").inner_text()  # the machine verdict beside it, unchanged
     expect(card.locator(".reviews")).to_contain_text("the answer adds a country")
     shot(page, "review-item")

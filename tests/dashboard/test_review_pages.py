@@ -14,6 +14,8 @@ from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Label, Score, SuiteRecord
 from tests.conftest import API_KEY, API_KEY_NAME
+
+REVIEWER = f"key:{API_KEY_NAME}"  # a session opened with the run's key is that key's principal
 from tests.dashboard.support import make_app
 from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
@@ -86,7 +88,7 @@ def test_an_entry_shows_the_item_machine_score_and_reasoning_and_records_a_verdi
     assert page.status_code == 200
     assert "joins the wrong table" in page.text  # the judge's reasoning
     assert 'data-field="machine-verdict">92.5% PASS' in page.text
-    assert 'id="review-form"' in page.text and f"Record verdict as {API_KEY_NAME}" in page.text
+    assert 'id="review-form"' in page.text and f"Record verdict as {REVIEWER}" in page.text
 
     # without a same-origin Origin (or the page's token) the CSRF middleware refuses the form
     refused = signed_in.post(f"/dashboard/review-entries/{entry_id}", data={"verdict": "fail"})
@@ -98,18 +100,18 @@ def test_an_entry_shows_the_item_machine_score_and_reasoning_and_records_a_verdi
     )
     assert done.status_code == 303 and done.headers["location"] == f"/dashboard/review-entries/{entry_id}?recorded=true"
     after = signed_in.get(done.headers["location"])
-    assert 'id="review-recorded"' in after.text and f'data-reviewer="{API_KEY_NAME}"' in after.text
+    assert 'id="review-recorded"' in after.text and f'data-reviewer="{REVIEWER}"' in after.text
     assert 'data-field="entry-status">reviewed' in after.text
     with transaction() as s:
         label = s.scalars(select(Label)).one()
-        assert (label.annotator, label.passed, label.score, label.comment) == (API_KEY_NAME, False, 0.2, "wrong table")
+        assert (label.annotator, label.passed, label.score, label.comment) == (REVIEWER, False, 0.2, "wrong table")
         assert s.get(Score, score_ids[0]).passed is True  # the machine verdict is unchanged
 
     item = signed_in.get(f"/dashboard/items/{item_ids[0]}")
-    assert re.search(r"Human: FAIL 20.0% · " + re.escape(API_KEY_NAME), item.text)
+    assert re.search(r"Human: FAIL 20.0% · " + re.escape(REVIEWER), item.text)
     assert "Reviews of this score (1)" in item.text and "wrong table" in item.text
     batch = signed_in.get(f"/dashboard/batches/{batch_id}")
-    assert re.search(r"Human: FAIL 20.0% · " + re.escape(API_KEY_NAME), batch.text)
+    assert re.search(r"Human: FAIL 20.0% · " + re.escape(REVIEWER), batch.text)
     nav = signed_in.get("/dashboard/")
     assert "data-review-suite" not in nav.text  # nothing open any more
 

@@ -57,7 +57,7 @@ def test_a_session_scored_end_to_end(api_client, judged_worker, fake_judge):
     assert body["status"] == "completed", body
     assert 0 <= body["total_score"] <= 100 and body["is_current_criteria"] is True
     assert set(body["score_breakdown"]) == {"logical_flow", "consistency", "tool_relevance", "synthesis_quality"}
-    assert body["usage"]["input_tokens"] > 0 and body["cost_usd"] > 0 and body["scored_triggered_by"] == "ci-tester"
+    assert body["usage"]["input_tokens"] > 0 and body["cost_usd"] > 0 and body["scored_triggered_by"] == "key:ci-tester"
 
     details = judge_details(api_client, raw["session_id"])
     # The rows hold exactly the verdict's feedback, in its order.

@@ -195,7 +195,7 @@ async def record_review(request: Request, entry_id: uuid.UUID, who: Annotated[Vi
         return _entry_page(request, who, entry_id, error=problem, status_code=422, form=kept)
     try:
         with transaction() as session:
-            svc.record_review(session, entry_id, reviewer=who.name, passed=verdict == "pass", score=score, comment=comment)
+            svc.record_review(session, entry_id, reviewer=who.id, passed=verdict == "pass", score=score, comment=comment)
     except NotFound:
         return render(request, who, "not_found.html", status_code=404, what=f"review queue entry {entry_id}")
     except AssayError as exc:

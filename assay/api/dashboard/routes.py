@@ -25,6 +25,7 @@ from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.api.throttle import TooManyFailures
+from assay.scoring import principals
 from assay.scoring.errors import NotFound, Unauthorized
 from assay.scoring.intake import batches as svc
 from assay.scoring.kinds import get_kind
@@ -49,6 +50,11 @@ class Viewer:
     name: str
     via: str  # "proxy" or "session"
     csrf: str  # the CSRF token the page's requests send (assay.api.csrf)
+
+    @property
+    def id(self) -> str:
+        """The viewer's principal as the store records it (``key:NAME`` for a session, ``proxy:NAME``)."""
+        return principals.signed_in(self.via, self.name)
 
 
 class SignInRequired(Exception):

@@ -117,7 +117,7 @@ async def create_batch(
     idempotency = None
     if idempotency_key:
         request_asked = {"route": "POST /api/v1/batches", "suite": suite, "partial": partial, "budget_usd": budget_usd}
-        idempotency = IdempotencyKey(idempotency_key, scope=principal.name, request=request_asked)
+        idempotency = IdempotencyKey(idempotency_key, scope=principal.id, request=request_asked)
     limits = IngestLimits(
         max_items=settings.max_items_per_batch,
         max_item_bytes=settings.max_item_bytes,
@@ -136,7 +136,7 @@ async def create_batch(
                 session,
                 suite=record,
                 kind=get_kind(record.kind),
-                created_by=principal.name,
+                created_by=principal.id,
                 limits=limits,
                 partial=partial,
                 idempotency=idempotency,

@@ -155,7 +155,7 @@ def create_calibration(
         plan = svc.plan(session, name, body.sample, body.repeats, body.lane, catalog)
         run = None
         if not body.dry_run:
-            run = svc.start(session, plan, created_by=principal.name, lane=body.lane, budget_usd=body.budget_usd)
+            run = svc.start(session, plan, created_by=principal.id, lane=body.lane, budget_usd=body.budget_usd)
         out: dict[str, Any] = CalibrationStarted(
             suite=plan.suite,
             criteria_hash=plan.criteria_hash,

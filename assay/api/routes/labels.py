@@ -27,11 +27,18 @@ LABELS_DOC = f"""Store human labels for items of the suite, as **CSV** (`Content
 row naming the columns) or **JSONL** (`Content-Type: {JSONL_TYPE}`, one object per line); the
 content type decides. Fields: `item_id`, or `batch_id` and `external_id` (the item with that external
 id in that batch of the suite); `passed` (true/false; in CSV also pass/fail, yes/no, 1/0) and/or
-`score` (0 to 1); `annotator` (a row without one is labelled by the caller: the proxy user or the
-API key's name); `comment`. The same annotator labelling the same item again replaces their label;
-other annotators add theirs. One transaction: by default any bad row rejects the upload (422, the bad
-rows listed with their line numbers, nothing stored); with `partial=true` the good rows are stored
-and the bad ones reported. A body over `ASSAY_MAX_BODY_BYTES` gets 413."""
+`score` (0 to 1); `annotator`; `comment`.
+
+Labels belong to who wrote them. A row without an `annotator`, or naming the caller (`key:NAME` for
+an API key or a dashboard session, `proxy:NAME` for a proxy user, or the bare NAME), is the caller's
+own label: it replaces the caller's earlier upload on the item (`replaced`); a label the caller's
+review recorded changes only through a review (`skipped`). A row naming anyone else is an import of
+that annotator's label (`imported`, stored as written by the caller, source `import`): it never
+replaces a label, and is `skipped` when the annotator already has one on the item. Naming another
+principal's `key:`/`proxy:` form is a bad row. Skipped rows are listed in `skipped_lines` with the
+reason. One transaction: by default any bad row rejects the upload (422, the bad rows listed with
+their line numbers, nothing stored); with `partial=true` the good rows are stored and the bad ones
+reported. A body over `ASSAY_MAX_BODY_BYTES` gets 413."""
 
 LABELS_BODY = {
     "requestBody": {
@@ -82,10 +89,15 @@ async def upload_labels(
     settings = get_settings()
 
     def store() -> dict[str, Any]:
-        rows = (labels.csv_rows if media_type == CSV_TYPE else labels.jsonl_rows)(body, principal.name)
+        rows = (labels.csv_rows if media_type == CSV_TYPE else labels.jsonl_rows)(body)
         with transaction() as session:
             return labels.store_labels(
-                session, name, rows, partial=partial, max_reported_bad_lines=settings.max_reported_bad_lines
+                session,
+                name,
+                rows,
+                uploader=principal.id,
+                partial=partial,
+                max_reported_bad_lines=settings.max_reported_bad_lines,
             ).to_dict()
 
     return await run_in_threadpool(store)

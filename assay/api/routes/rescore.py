@@ -107,7 +107,7 @@ def rescore(body: RescoreIn, principal: Annotated[Principal, Depends(require_pri
                 session,
                 record.name,
                 selection,
-                triggered_by=principal.name,
+                triggered_by=principal.id,
                 lane=body.lane,
                 budget_usd=body.budget_usd,
                 scheduled=False,

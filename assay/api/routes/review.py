@@ -33,8 +33,8 @@ QUEUE_DOC = """Entries of the suite's review queue with `status` (open by defaul
 entries per status."""
 
 REVIEW_DOC = """Record a person's verdict on the entry's machine score: `passed` (required), an optional 0-1
-`score` and a `comment` (up to 10,000 characters). The reviewer is the caller: the API key's name or the
-proxy user. The machine score is never changed; the verdict is stored with the reviewer and the time,
+`score` and a `comment` (up to 10,000 characters). The reviewer is the caller's principal: `key:NAME`
+for an API key (or a dashboard session opened with it), `proxy:NAME` for a proxy user. The machine score is never changed; the verdict is stored with the reviewer and the time,
 the entry becomes `reviewed`, and the verdict becomes the reviewer's label on the item (source `review`,
 replacing their earlier label), used by agreement. A closed entry (its item was re-scored since) is a
 409."""
@@ -114,7 +114,7 @@ def record_review(
 ) -> dict[str, Any]:
     with transaction() as session:
         recorded = svc.record_review(
-            session, entry_id, reviewer=principal.name, passed=body.passed, score=body.score, comment=body.comment
+            session, entry_id, reviewer=principal.id, passed=body.passed, score=body.score, comment=body.comment
         )
         view = svc.review_view(recorded)
     return {**view, "entry_status": "reviewed"}

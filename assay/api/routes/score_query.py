@@ -181,7 +181,7 @@ def _create(body: ScoreQueryIn, suite: str, principal: Principal) -> tuple[uuid.
                 suite=record.name,
                 criteria_hash=criteria_hash,
                 criteria=criteria,
-                triggered_by=principal.name,
+                triggered_by=principal.id,
                 created_at=now,
             )
         )

@@ -8,9 +8,9 @@
   ``POST /api/v1/scoring/sessions/rescore``: missing-tool analytics, training-data curation and
   re-scoring a set (a batch over existing items).
 
-Attribution (``scored_triggered_by``): ``X-Forwarded-User``, else ``X-Forwarded-Email``, from a
-trusted proxy only; else the name of the API key used (``name:key`` in ``ASSAY_API_KEYS``; a bare
-key is named ``key-`` and 8 hex digits of its SHA-256).
+Attribution (``scored_triggered_by``): the caller's principal, ``proxy:`` and ``X-Forwarded-User``
+(else ``X-Forwarded-Email``) from a trusted proxy only; else ``key:`` and the name of the API key
+used (``name:key`` in ``ASSAY_API_KEYS``; a bare key is named ``key-`` and 8 hex digits of its SHA-256).
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def score_session(
     force = body.force_rescore if body is not None else False
     _fetch_if_missing(session_id)
     with transaction() as session:
-        outcome = svc.request_score(session, session_id, force=force, triggered_by=principal.name)
+        outcome = svc.request_score(session, session_id, force=force, triggered_by=principal.id)
     publish_components(outcome.refs)
     with transaction() as session:
         score = session.scalar(
@@ -436,10 +436,10 @@ def rescore(
     idempotency = None
     if idempotency_key:
         request_asked = {"route": "POST /api/v1/scoring/sessions/rescore", "select": body.select, "limit": body.limit}
-        idempotency = IdempotencyKey(idempotency_key, scope=principal.name, request=request_asked)
+        idempotency = IdempotencyKey(idempotency_key, scope=principal.id, request=request_asked)
     with transaction() as session:
         result = svc.rescore(
-            session, selection=body.select, triggered_by=principal.name, limit=body.limit, idempotency=idempotency
+            session, selection=body.select, triggered_by=principal.id, limit=body.limit, idempotency=idempotency
         )
         batch_id = result.batch.id if result.batch is not None else None
         out = RescoreOut(

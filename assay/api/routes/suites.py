@@ -66,6 +66,12 @@ class SuiteOut(BaseModel):
     current_criteria_hash: str = Field(..., description="The criteria hash new scores of this suite are stamped with")
     description: str
     created_by: str | None = Field(..., description="Who registered an API suite's first version (null for a file)")
+    owner: str | None = Field(
+        ...,
+        description="The principal that owns an API suite (`key:NAME` or `proxy:NAME`): it, or an operator "
+        "(ASSAY_OPERATOR_KEYS), may post versions, disable, enable or delete it. Null for a file suite, and for "
+        "an API suite created before owners were kept (only operators change it)",
+    )
     updated_at: datetime
     versions: int = Field(..., description="How many versions were registered through the API under this name")
     shadowed_api_suite: bool = Field(
@@ -127,11 +133,16 @@ body under an API suite's name is its next version (201): its criteria hash beco
 current one, so scores under the old one become stale and the nightly re-scoring picks them up. A
 body that resolves to the latest version's criteria and settings adds no version (200,
 `created: false`). A version may not change the suite's kind (409). Registering a deleted suite's
-name again brings it back as the next version. Every version keeps its body, creator and time.""",
+name again brings it back as the next version. Every version keeps its body, creator and time.
+
+The principal that creates an API suite owns it (`owner`): only the owner or an operator (a key named
+in `ASSAY_OPERATOR_KEYS`) may post its versions; anyone else gets 403 naming the owner. A suite
+created before owners were kept has none: only operators post its versions.""",
     openapi_extra=BODY_OPENAPI,
     dependencies=[Depends(require_content_type(*BODY_TYPES))],
     responses={
         200: {"description": "The body matched the latest version: nothing new", "model": Registered},
+        403: {"description": "An API suite of another principal: only its owner or an operator posts versions"},
         409: {"description": "A suite file has this name (files win), or the version changes the kind"},
         413: {"description": "Body over ASSAY_MAX_SUITE_BYTES"},
         415: {"description": "A Content-Type other than YAML or JSON"},
@@ -146,8 +157,14 @@ async def register_suite(
 
     def register() -> Registered:
         with transaction() as session:
+            settings = get_settings()
             done = svc.register(
-                session, body, body_format, created_by=principal.name[:255], config_dir=get_settings().config_dir
+                session,
+                body,
+                body_format,
+                by=principal.id,
+                operator=principal.is_operator(settings),
+                config_dir=settings.config_dir,
             )
             return Registered(
                 suite=SuiteOut(**svc.suite_view(done.record, svc.version_count(session, done.record.name))),
@@ -175,12 +192,24 @@ stored. {BODY_DOC}""",
     responses={413: {"description": "Body over ASSAY_MAX_SUITE_BYTES"}, 415: {"description": "Not YAML or JSON"}},
 )
 @body_limit("max_suite_bytes")
-async def validate_suite(request: Request, _: Annotated[Principal, Depends(require_principal)]) -> ValidationOut:
+async def validate_suite(
+    request: Request, principal: Annotated[Principal, Depends(require_principal)]
+) -> ValidationOut:
     body, body_format = await _body(request)
 
     def validate() -> ValidationOut:
+        settings = get_settings()
         with transaction() as session:
-            return ValidationOut(**svc.validate(session, body, body_format, get_settings().config_dir))
+            return ValidationOut(
+                **svc.validate(
+                    session,
+                    body,
+                    body_format,
+                    settings.config_dir,
+                    by=principal.id,
+                    operator=principal.is_operator(settings),
+                )
+            )
 
     return await run_in_threadpool(validate)
 
@@ -216,13 +245,22 @@ def show_version(
         return VersionOut(**svc.get_version(session, name, version))
 
 
-def _set_state(name: str, state: Any) -> SuiteOut:
+def _set_state(name: str, state: Any, principal: Principal) -> SuiteOut:
+    operator = principal.is_operator(get_settings())
     with transaction() as session:
-        record = svc.set_state(session, name, state)
+        record = svc.set_state(session, name, state, by=principal.id, operator=operator)
         return SuiteOut(**svc.suite_view(record, svc.version_count(session, name)))
 
 
-STATE_DOC = "API suites only (a file suite is changed in its file: 409). Work already queued finishes."
+STATE_DOC = (
+    "API suites only (a file suite is changed in its file: 409), by the suite's owner or an operator "
+    "(ASSAY_OPERATOR_KEYS; 403 for anyone else). Work already queued finishes."
+)
+STATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {"description": "Not the suite's owner, nor an operator"},
+    404: {"description": "No such suite (or it was deleted)"},
+    409: {"description": "A file suite"},
+}
 
 
 @router.post(
@@ -230,14 +268,21 @@ STATE_DOC = "API suites only (a file suite is changed in its file: 409). Work al
     response_model=SuiteOut,
     summary="Disable an API suite: it takes no new work (409) until enabled",
     description=STATE_DOC,
+    responses=STATE_RESPONSES,
 )
-def disable_suite(name: SuiteName, _: Annotated[Principal, Depends(require_principal)]) -> SuiteOut:
-    return _set_state(name, "disabled")
+def disable_suite(name: SuiteName, principal: Annotated[Principal, Depends(require_principal)]) -> SuiteOut:
+    return _set_state(name, "disabled", principal)
 
 
-@router.post("/{name}/enable", response_model=SuiteOut, summary="Enable a disabled API suite", description=STATE_DOC)
-def enable_suite(name: SuiteName, _: Annotated[Principal, Depends(require_principal)]) -> SuiteOut:
-    return _set_state(name, "active")
+@router.post(
+    "/{name}/enable",
+    response_model=SuiteOut,
+    summary="Enable a disabled API suite",
+    description=STATE_DOC,
+    responses=STATE_RESPONSES,
+)
+def enable_suite(name: SuiteName, principal: Annotated[Principal, Depends(require_principal)]) -> SuiteOut:
+    return _set_state(name, "active", principal)
 
 
 @router.delete(
@@ -245,7 +290,8 @@ def enable_suite(name: SuiteName, _: Annotated[Principal, Depends(require_princi
     response_model=SuiteOut,
     summary="Delete an API suite: no new work; its scores and versions stay readable",
     description=f"{STATE_DOC} The name stays taken by the deleted suite: registering it again brings the "
-    "suite back as its next version. Deleted suites are listed with `deleted=true`.",
+    "suite back as its next version (by its owner or an operator). Deleted suites are listed with `deleted=true`.",
+    responses=STATE_RESPONSES,
 )
-def delete_suite(name: SuiteName, _: Annotated[Principal, Depends(require_principal)]) -> SuiteOut:
-    return _set_state(name, "deleted")
+def delete_suite(name: SuiteName, principal: Annotated[Principal, Depends(require_principal)]) -> SuiteOut:
+    return _set_state(name, "deleted", principal)

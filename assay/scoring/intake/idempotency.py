@@ -1,7 +1,7 @@
 """Idempotency-Key: a retried request returns what the first one created, and nothing else does.
 
-A key belongs to the principal that sent it (``Batch.idempotency_scope``), so two users never share
-one. The batch it created keeps a fingerprint of the request: its route and parameters, and the
+A key belongs to the principal that sent it (``Batch.idempotency_scope``, ``key:NAME`` or
+``proxy:NAME``), so two users never share one, nor do a proxy user and an API key of the same name. The batch it created keeps a fingerprint of the request: its route and parameters, and the
 SHA-256 of its body (known only once a streamed upload has been read to the end). A request with
 the same key and the same fingerprint is a retry and gets the first batch back; the same key with
 another fingerprint is refused (422), never answered with a batch made from something else. While
@@ -29,7 +29,7 @@ class IdempotencyKey:
     """An ``Idempotency-Key`` as a principal sent it, with what the request asked for besides its body."""
 
     key: str
-    scope: str  # the principal's name
+    scope: str  # the principal (``key:NAME`` or ``proxy:NAME``)
     request: Mapping[str, Any] = field(default_factory=dict)  # the route and its parameters
 
     def fingerprint(self, body_sha256: str | None = None) -> str:

@@ -42,7 +42,9 @@ SUITE_ORIGINS = ("file", "api", "path")
 SUITE_STATES = ("active", "disabled", "deleted")
 SUITE_BODY_FORMATS = ("yaml", "json")
 CALIBRATION_STATUSES = ("running", "completed", "failed", "cancelled")
-LABEL_SOURCES = ("upload", "review")
+# upload: the annotator's own label; import: another annotator's label brought in by the uploader
+# (``written_by``); review: the label a review recorded (changed only by a review).
+LABEL_SOURCES = ("upload", "import", "review")
 REVIEW_QUEUE_STATUSES = ("open", "reviewed", "closed")
 # The noise estimate of a whole score's total is stored under this component name.
 TOTAL_COMPONENT = "__total__"
@@ -84,6 +86,10 @@ class SuiteRecord(Base):
     # (``options``). A deleted suite keeps its row, so its scores stay readable and its name reserved.
     state: Mapped[str] = mapped_column(String(10), default="active", server_default=text("'active'"))
     created_by: Mapped[str | None] = mapped_column(String(255))
+    # The principal (``key:NAME`` / ``proxy:NAME``) that created an API suite: it, or an operator, may
+    # change the suite. NULL for file suites, and for API suites created before owners were kept
+    # (only operators change those).
+    owner: Mapped[str | None] = mapped_column(String(255))
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
@@ -417,8 +423,9 @@ class NoiseEstimate(Base):
 
 
 class Label(Base):
-    """A person's verdict on an item for a suite: uploaded, or recorded as a review (a gold label).
-    The same annotator labelling the same item again replaces their label."""
+    """A person's verdict on an item for a suite: uploaded, imported, or recorded as a review (a gold
+    label). ``annotator`` is whose verdict it is; ``written_by`` the principal that stored it. A label
+    is replaced only by the principal that wrote it (a review's label only by a review)."""
 
     __tablename__ = "labels"
     __table_args__ = (
@@ -432,6 +439,7 @@ class Label(Base):
     suite_name: Mapped[str] = mapped_column(String(100))
     item_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
     annotator: Mapped[str] = mapped_column(String(255))
+    written_by: Mapped[str] = mapped_column(String(255))
     passed: Mapped[bool | None] = mapped_column(Boolean)
     score: Mapped[float | None] = mapped_column(Float)
     comment: Mapped[str | None] = mapped_column(Text)

@@ -8,7 +8,10 @@ no inline code, so nothing from the server's files, environment or code enters a
 
 A new body under an API suite's name is a new version and its criteria hash becomes the suite's
 current one: older scores become stale, and the nightly re-scoring picks them up as for a file
-suite. A body that resolves to the latest version's criteria and settings adds no version (a retried
+suite. So an API suite has an owner, the principal that created it (``key:NAME`` or ``proxy:NAME``):
+only the owner or an operator (a key named in ``ASSAY_OPERATOR_KEYS``) posts versions of it,
+disables, enables or deletes it; anyone else gets 403. A suite created before owners were kept has
+none: only operators change it. A deleted suite keeps its owner, so its name stays theirs. A body that resolves to the latest version's criteria and settings adds no version (a retried
 POST is harmless). Disabling and deleting refuse new work; deleting keeps the suite's row and
 versions, so its scores stay readable and its history stays shown. Services flush; callers commit.
 """
@@ -24,7 +27,7 @@ from typing import Any, Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring.errors import Conflict, CriteriaError, NotFound
+from assay.scoring.errors import Conflict, CriteriaError, Forbidden, NotFound
 from assay.scoring.intake import strict_json
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import SuiteRecord, SuiteVersion, utcnow
@@ -105,12 +108,37 @@ def file_owner(session: Session, name: str, config_dir: Path) -> str | None:
     return None
 
 
+# --- who may change a suite ----------------------------------------------------------------------------
+
+
+def change_refusal(record: SuiteRecord, by: str, *, operator: bool, doing: str) -> str | None:
+    """Why the principal ``by`` may not ``doing`` (post a version of, disable, …) the API suite, or
+    None when it is the owner or an operator."""
+    if operator or (record.owner is not None and record.owner == by):
+        return None
+    if record.owner is None:
+        return (
+            f"suite {record.name!r} was registered before suites had owners: only an operator "
+            f"(ASSAY_OPERATOR_KEYS) may {doing} it"
+        )
+    return f"suite {record.name!r} belongs to {record.owner}: only its owner or an operator (ASSAY_OPERATOR_KEYS) may {doing} it"
+
+
+def _require_may_change(record: SuiteRecord, by: str, *, operator: bool, doing: str) -> None:
+    refusal = change_refusal(record, by, operator=operator, doing=doing)
+    if refusal is not None:
+        raise Forbidden(refusal, owner=record.owner, you=by)
+
+
 # --- registering ---------------------------------------------------------------------------------------
 
 
-def register(session: Session, body: bytes, body_format: BodyFormat, *, created_by: str, config_dir: Path) -> Registered:
-    """Create an API suite, or add a version to one (see the module). 422 for a bad body, 409 for a
-    file suite's name or a version that changes the kind."""
+def register(
+    session: Session, body: bytes, body_format: BodyFormat, *, by: str, operator: bool, config_dir: Path
+) -> Registered:
+    """Create an API suite owned by the principal ``by``, or add a version to one (see the module).
+    422 for a bad body, 409 for a file suite's name or a version that changes the kind, 403 for a
+    suite ``by`` does not own unless ``operator``."""
     suite = parse_body(body, body_format, config_dir)
     owner = file_owner(session, suite.name, config_dir)
     if owner is not None:
@@ -128,7 +156,8 @@ def register(session: Session, body: bytes, body_format: BodyFormat, *, created_
             options=options,
             origin="api",
             state="active",
-            created_by=created_by,
+            created_by=by,
+            owner=by,
             updated_at=now,
         )
         .on_conflict_do_nothing(index_elements=["name"])
@@ -137,6 +166,7 @@ def register(session: Session, body: bytes, body_format: BodyFormat, *, created_
     assert record is not None  # inserted above, or there already
     if record.origin != "api":  # a file registered it between the check and the insert
         raise Conflict(f"suite {suite.name!r} was registered from a suite file ({record.origin}); files win")
+    _require_may_change(record, by, operator=operator, doing="post versions of")
     latest = _latest_version(session, suite.name)
     if latest is not None:
         if record.kind != suite.criteria.kind:
@@ -154,7 +184,7 @@ def register(session: Session, body: bytes, body_format: BodyFormat, *, created_
         body_format=body_format,
         criteria_hash=suite.criteria_hash,
         options=options,
-        created_by=created_by,
+        created_by=by,
         created_at=now,
     )
     session.add(version)
@@ -173,8 +203,14 @@ def _latest_version(session: Session, name: str) -> SuiteVersion | None:
     ).first()
 
 
-def set_state(session: Session, name: str, state: Literal["active", "disabled", "deleted"]) -> SuiteRecord:
-    """Enable, disable or delete an API suite (idempotent). A file suite is changed in its file."""
+STATE_CHANGES = {"active": "enable", "disabled": "disable", "deleted": "delete"}
+
+
+def set_state(
+    session: Session, name: str, state: Literal["active", "disabled", "deleted"], *, by: str, operator: bool
+) -> SuiteRecord:
+    """Enable, disable or delete an API suite (idempotent) as the principal ``by``: its owner or an
+    operator (403 otherwise). A file suite is changed in its file."""
     record = session.get(SuiteRecord, name, with_for_update=True)
     if record is None or record.state == "deleted":
         raise NotFound(f"no suite named {name!r}" + (" (it was deleted)" if record is not None else ""))
@@ -183,6 +219,7 @@ def set_state(session: Session, name: str, state: Literal["active", "disabled", 
             f"suite {name!r} is a suite file: enable, disable or remove it in config/suites/{name}.yaml "
             "(enabled: true/false)"
         )
+    _require_may_change(record, by, operator=operator, doing=STATE_CHANGES[state])
     if record.state != state:
         record.state = state
         record.updated_at = utcnow()
@@ -212,6 +249,7 @@ def suite_view(record: SuiteRecord, version_count: int) -> dict[str, Any]:
         "current_criteria_hash": record.current_criteria_hash,
         "description": options.get("description", ""),
         "created_by": record.created_by,
+        "owner": record.owner,
         "updated_at": record.updated_at,
         "versions": version_count,
         "shadowed_api_suite": shadowed,
@@ -282,9 +320,12 @@ def get_version(session: Session, name: str, number: int) -> dict[str, Any]:
 # --- validating ----------------------------------------------------------------------------------------
 
 
-def validate(session: Session, body: bytes, body_format: BodyFormat, config_dir: Path) -> dict[str, Any]:
-    """What registering the body would do, without storing anything: the resolved criteria and its
-    hash, or every problem found (a file suite's name is one)."""
+def validate(
+    session: Session, body: bytes, body_format: BodyFormat, config_dir: Path, *, by: str, operator: bool
+) -> dict[str, Any]:
+    """What registering the body as the principal ``by`` would do, without storing anything: the
+    resolved criteria and its hash, or every problem found (a file suite's name is one, another
+    principal's API suite another)."""
     try:
         suite = parse_body(body, body_format, config_dir)
     except CriteriaError as exc:
@@ -293,6 +334,11 @@ def validate(session: Session, body: bytes, body_format: BodyFormat, config_dir:
     owner = file_owner(session, suite.name, config_dir)
     if owner is not None:
         problems.append(f"{owner} (POST /api/v1/suites would answer 409)")
+    record = session.get(SuiteRecord, suite.name)
+    if owner is None and record is not None:
+        refusal = change_refusal(record, by, operator=operator, doing="post versions of")
+        if refusal is not None:
+            problems.append(f"{refusal} (POST /api/v1/suites would answer 403)")
     return {
         "valid": not problems,
         "name": suite.name,

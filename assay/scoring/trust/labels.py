@@ -6,14 +6,27 @@ one object per line) with these fields:
 - ``item_id`` — the item's id; or ``batch_id`` and ``external_id`` — the item with that external id
   in that batch of the suite;
 - ``passed`` (true/false; in CSV also pass/fail, yes/no, 1/0) and/or ``score`` (0..1);
-- ``annotator`` (1-255 characters; a row without one is labelled by the uploader's principal name);
+- ``annotator`` (1-255 characters, optional): whose verdict the row is;
 - ``comment`` (optional, up to 10,000 characters).
 
-The same annotator labelling the same item of the suite again replaces their label; other
-annotators add theirs. The upload is one transaction: by default any bad row rejects it all (422,
-the bad rows listed with their line numbers, nothing written); with ``partial`` the good rows are
-stored and the bad ones reported. Two rows of one upload labelling the same item by the same
-annotator are a bad row (which one should win is the uploader's to say).
+Labels belong to who wrote them (``Label.written_by``, the uploading principal, ``key:NAME`` or
+``proxy:NAME``; see ``assay.scoring.principals``):
+
+- A row without an annotator, or naming the uploader (its stored form or its bare name), is the
+  uploader's own label (source ``upload``, annotator the uploader's principal). It replaces the
+  uploader's earlier upload on the item; a label the uploader's review recorded changes only through
+  a review, and is reported as skipped.
+- A row naming anyone else is an **import** of that annotator's label (source ``import``, recorded
+  as written by the uploader). An import never replaces a label: when the annotator already has one
+  on the item (under that name, or as ``key:NAME`` / ``proxy:NAME``), the row is skipped with the
+  reason. An import may not name another principal's stored form (``key:…``, ``proxy:…``): only that
+  principal writes its own labels (a bad row).
+
+The upload is one transaction: by default any bad row rejects it all (422, the bad rows listed with
+their line numbers, nothing written); with ``partial`` the good rows are stored and the bad ones
+reported. Skipped rows are not bad: the answer lists them with their reasons. Two rows of one upload
+labelling the same item by the same annotator are a bad row (which one should win is the uploader's
+to say).
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
+from assay.scoring import principals
 from assay.scoring.errors import InvalidInput, NotFound
 from assay.scoring.intake import strict_json
 from assay.scoring.intake.ingest import BadLine
@@ -48,7 +62,7 @@ _FALSE = {"false", "fail", "failed", "no", "0"}
 @dataclass(frozen=True)
 class LabelRow:
     line: int
-    annotator: str
+    annotator: str | None  # as the row names it (None: the uploader)
     passed: bool | None
     score: float | None
     comment: str | None
@@ -60,21 +74,27 @@ class LabelRow:
 @dataclass
 class LabelResult:
     suite: str
-    created: int = 0
-    replaced: int = 0
+    created: int = 0  # the uploader's own labels, new
+    imported: int = 0  # other annotators' labels, new
+    replaced: int = 0  # the uploader's own labels, replacing their earlier upload
     bad_lines: list[BadLine] = field(default_factory=list)
     bad_line_count: int = 0
+    skipped_lines: list[BadLine] = field(default_factory=list)
+    skipped_count: int = 0
 
     @property
     def accepted(self) -> int:
-        return self.created + self.replaced
+        return self.created + self.imported + self.replaced
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "suite": self.suite,
             "accepted": self.accepted,
             "created": self.created,
+            "imported": self.imported,
             "replaced": self.replaced,
+            "skipped": self.skipped_count,
+            "skipped_lines": [b.to_dict() for b in self.skipped_lines],
             "rejected": self.bad_line_count,
             "bad_lines": [b.to_dict() for b in self.bad_lines],
         }
@@ -153,7 +173,7 @@ def _uuid(value: Any, name: str, csv_text: bool) -> uuid.UUID | None:
         raise RowError(f"{name} {text[:40]!r} is not a UUID") from None
 
 
-def make_row(line: int, raw: dict[str, Any], default_annotator: str, *, csv_text: bool) -> LabelRow:
+def make_row(line: int, raw: dict[str, Any], *, csv_text: bool) -> LabelRow:
     """One upload row as a label (RowError naming the problem otherwise)."""
     unknown = sorted(set(raw) - set(FIELDS))
     if unknown:
@@ -169,7 +189,7 @@ def make_row(line: int, raw: dict[str, Any], default_annotator: str, *, csv_text
     score = _score(raw.get("score"), csv_text)
     if passed is None and score is None:
         raise RowError("a label needs passed (true/false) or a score (0..1), or both")
-    annotator = _text(raw.get("annotator"), "annotator", ANNOTATOR_MAX, csv_text) or default_annotator[:ANNOTATOR_MAX]
+    annotator = _text(raw.get("annotator"), "annotator", ANNOTATOR_MAX, csv_text)
     comment = _text(raw.get("comment"), "comment", COMMENT_MAX, csv_text)
     return LabelRow(line, annotator, passed, score, comment, item_id, batch_id, external_id)
 
@@ -182,7 +202,7 @@ def _decode(body: bytes) -> str:
     return text[1:] if text.startswith(_BOM) else text
 
 
-def csv_rows(body: bytes, default_annotator: str) -> Iterator[LabelRow | BadLine]:
+def csv_rows(body: bytes) -> Iterator[LabelRow | BadLine]:
     """The rows of a CSV upload (line numbers count the header as line 1)."""
     reader = csv.DictReader(io.StringIO(_decode(body), newline=""), strict=True)
     try:
@@ -212,12 +232,12 @@ def csv_rows(body: bytes, default_annotator: str) -> Iterator[LabelRow | BadLine
         if all(value in (None, "") for value in raw.values()):
             continue
         try:
-            yield make_row(line, {k: v for k, v in raw.items() if v is not None}, default_annotator, csv_text=True)
+            yield make_row(line, {k: v for k, v in raw.items() if v is not None}, csv_text=True)
         except RowError as exc:
             yield BadLine(line, str(exc))
 
 
-def jsonl_rows(body: bytes, default_annotator: str) -> Iterator[LabelRow | BadLine]:
+def jsonl_rows(body: bytes) -> Iterator[LabelRow | BadLine]:
     """The rows of a JSONL upload, numbered by line (blank lines skipped)."""
     for number, line in enumerate(_decode(body).split("\n"), start=1):
         if not line.strip():
@@ -231,7 +251,7 @@ def jsonl_rows(body: bytes, default_annotator: str) -> Iterator[LabelRow | BadLi
             yield BadLine(number, "each line must be a JSON object")
             continue
         try:
-            yield make_row(number, raw, default_annotator, csv_text=False)
+            yield make_row(number, raw, csv_text=False)
         except RowError as exc:
             yield BadLine(number, str(exc))
 
@@ -286,16 +306,77 @@ def _resolve(session: Session, suite: str, rows: list[LabelRow]) -> dict[int, uu
     return out
 
 
+@dataclass(frozen=True)
+class _Write:
+    """A row to store: its item, whose label it is, and whether it is the uploader's own or an import."""
+
+    row: LabelRow
+    item: uuid.UUID
+    annotator: str
+    source: str  # "upload" or "import"
+
+
+def _annotator(row: LabelRow, uploader: str) -> tuple[str, str]:
+    """Whose label the row is and its source, for a row uploaded by the principal ``uploader``."""
+    named = row.annotator
+    if named is None or named in (uploader, principals.name_of(uploader)):
+        return uploader, "upload"
+    if principals.split(named) is not None:
+        raise RowError(
+            f"annotator {named!r} is another principal: only it writes its own labels (to import someone's "
+            "labels, name them without key: or proxy:)"
+        )
+    return named, "import"
+
+
+def _existing(session: Session, suite: str, items: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, tuple[str, str]]]:
+    """The labels already on ``items`` in the suite: item -> annotator -> (written by, source)."""
+    found: dict[uuid.UUID, dict[str, tuple[str, str]]] = {}
+    for chunk in _chunks(sorted(items)):
+        rows = session.execute(
+            select(Label.item_id, Label.annotator, Label.written_by, Label.source).where(
+                Label.suite_name == suite, Label.item_id.in_(chunk)
+            )
+        )
+        for item, annotator, written_by, source in rows:
+            found.setdefault(item, {})[annotator] = (written_by, source)
+    return found
+
+
+def _skip_reason(write: _Write, uploader: str, on_item: dict[str, tuple[str, str]]) -> str | None:
+    """Why the row may not be stored over the item's labels, or None (a new label, or the uploader's
+    own upload replaced)."""
+    if write.source == "upload":
+        if write.annotator not in on_item:
+            return None
+        written_by, source = on_item[write.annotator]
+        if source == "review":
+            return "your label on this item was recorded by your review: it changes only through a review"
+        if written_by != uploader:
+            return f"your label on this item was stored by {written_by}; only they replace it"
+        return None
+    names = [write.annotator] + [principals.identity(kind, write.annotator) for kind in principals.KINDS]
+    for name in names:
+        if name in on_item:
+            written_by, source = on_item[name]
+            return (
+                f"{name} already has a label on this item ({source}, stored by {written_by}); "
+                "an import never replaces a label"
+            )
+    return None
+
+
 def store_labels(
     session: Session,
     suite: str,
     parsed: Iterator[LabelRow | BadLine],
     *,
+    uploader: str,
     partial: bool,
     max_reported_bad_lines: int,
 ) -> LabelResult:
-    """Write an upload's labels in the caller's transaction (InvalidInput, nothing written, when a row
-    is bad and ``partial`` is off)."""
+    """Write an upload's labels in the caller's transaction, as the principal ``uploader`` (see the
+    module: InvalidInput, nothing written, when a row is bad and ``partial`` is off)."""
     labelled_suite(session, suite)
     result = LabelResult(suite)
 
@@ -312,18 +393,23 @@ def store_labels(
             rows.append(entry)
     items = _resolve(session, suite, rows)
     first_line: dict[tuple[uuid.UUID, str], int] = {}
-    good: list[tuple[LabelRow, uuid.UUID]] = []
+    writes: list[_Write] = []
     for row in rows:
         item = items[row.line]
         if isinstance(item, str):
             bad(BadLine(row.line, item))
             continue
-        key = (item, row.annotator)
+        try:
+            annotator, source = _annotator(row, uploader)
+        except RowError as exc:
+            bad(BadLine(row.line, str(exc)))
+            continue
+        key = (item, annotator)
         if key in first_line:
-            bad(BadLine(row.line, f"line {first_line[key]} already labels this item by {row.annotator!r}"))
+            bad(BadLine(row.line, f"line {first_line[key]} already labels this item by {annotator!r}"))
             continue
         first_line[key] = row.line
-        good.append((row, item))
+        writes.append(_Write(row, item, annotator, source))
     result.bad_lines.sort(key=lambda b: b.line)
     if result.bad_line_count and not partial:
         raise InvalidInput(
@@ -331,37 +417,47 @@ def store_labels(
             bad_lines=[b.to_dict() for b in result.bad_lines],
             rejected=result.bad_line_count,
         )
-    if not good and not result.bad_line_count:
+    if not writes and not result.bad_line_count:
         raise InvalidInput("the upload holds no labels")
-    keys = list(first_line)
-    before: set[tuple[uuid.UUID, str]] = set()
-    for chunk in _chunks(keys):
-        before |= set(
-            session.execute(
-                select(Label.item_id, Label.annotator).where(
-                    Label.suite_name == suite, tuple_(Label.item_id, Label.annotator).in_(chunk)
-                )
-            ).all()
-        )
+    existing = _existing(session, suite, {w.item for w in writes})
+    stored: list[_Write] = []
+    for write in writes:
+        on_item = existing.get(write.item, {})
+        reason = _skip_reason(write, uploader, on_item)
+        if reason is not None:
+            result.skipped_count += 1
+            if len(result.skipped_lines) < max_reported_bad_lines:
+                result.skipped_lines.append(BadLine(write.row.line, reason))
+            continue
+        stored.append(write)
+        if write.source == "import":
+            result.imported += 1
+        elif write.annotator in on_item:
+            result.replaced += 1
+        else:
+            result.created += 1
     insert = dialect_insert(session)
     now = utcnow()
-    for chunk in _chunks(good):
+    for chunk in _chunks(stored):
         values = [
             {
                 "id": uuid.uuid4(),
                 "suite_name": suite,
-                "item_id": item,
-                "annotator": row.annotator,
-                "passed": row.passed,
-                "score": row.score,
-                "comment": row.comment,
-                "source": "upload",
+                "item_id": w.item,
+                "annotator": w.annotator,
+                "written_by": uploader,
+                "passed": w.row.passed,
+                "score": w.row.score,
+                "comment": w.row.comment,
+                "source": w.source,
                 "created_at": now,
                 "updated_at": now,
             }
-            for row, item in chunk
+            for w in chunk
         ]
         statement = insert(Label).values(values)
+        # The checks above read the labels first; this guard holds against a label stored since by
+        # another upload: only the same principal's own upload is ever replaced.
         session.execute(
             statement.on_conflict_do_update(
                 index_elements=["suite_name", "item_id", "annotator"],
@@ -369,13 +465,13 @@ def store_labels(
                     "passed": statement.excluded.passed,
                     "score": statement.excluded.score,
                     "comment": statement.excluded.comment,
-                    "source": statement.excluded.source,
                     "updated_at": statement.excluded.updated_at,
                 },
+                where=(statement.excluded.source == "upload")
+                & (Label.source == "upload")
+                & (Label.written_by == statement.excluded.written_by),
             )
         )
-    result.replaced = sum(1 for row, item in good if (item, row.annotator) in before)
-    result.created = len(good) - result.replaced
     return result
 
 
@@ -383,6 +479,7 @@ def label_view(label: Label) -> dict[str, Any]:
     return {
         "item_id": str(label.item_id),
         "annotator": label.annotator,
+        "written_by": label.written_by,
         "passed": label.passed,
         "score": label.score,
         "comment": label.comment,

@@ -17,9 +17,9 @@ options: changing them restales nothing)::
   scores (``calibration_run_id`` set), never enter.
 - **Closing.** A completed re-score of the same item and suite closes the older scores' open entries
   (``closed``); reviews already recorded stay, and so do their labels.
-- **Reviewing.** :func:`record_review` stores the verdict with the reviewer (the principal's name) and
-  the time, marks the entry ``reviewed`` and upserts the reviewer's label on the item (``labels``,
-  source ``review``): a reviewed item is a gold label. The machine score is never changed; machine
+- **Reviewing.** :func:`record_review` stores the verdict with the reviewer (the principal, ``key:NAME``
+  or ``proxy:NAME``) and the time, marks the entry ``reviewed`` and upserts the reviewer's label on
+  the item (``labels``, source ``review``): a reviewed item is a gold label. The machine score is never changed; machine
   aggregates (pass rates, compare, diff, training data) read only the machine score.
 - **Reading.** :func:`human_verdicts` gives, per item, the latest review and the majority of the
   item's labels, for the item and batch pages and every export (:data:`HUMAN_COLUMNS`).
@@ -413,7 +413,9 @@ def record_review(
     )
     session.add(review)
     entry.status = "reviewed"
-    label = {"passed": passed, "score": score, "comment": comment, "source": "review", "updated_at": now}
+    # The reviewer's principal is the label's annotator and writer: only that principal writes labels
+    # under its own name (``trust.labels``), so this replaces nobody else's.
+    label = {"passed": passed, "score": score, "comment": comment, "source": "review", "written_by": reviewer[:255], "updated_at": now}
     session.execute(
         dialect_insert(session)(Label)
         .values(id=uuid.uuid4(), suite_name=entry.suite_name, item_id=entry.item_id, annotator=reviewer[:255], created_at=now, **label)
