@@ -7,7 +7,7 @@ key named ``alice`` are therefore two principals: they never share an Idempotenc
 review. Idempotency scopes, reviewers, label annotators and uploaders, and suite owners are stored
 in this form.
 
-Names stored before principals were typed are mapped once by migration 0011 (:func:`legacy_identity`).
+Names stored before principals were typed are mapped once by migration 0013 (:func:`legacy_identity`).
 """
 
 from __future__ import annotations

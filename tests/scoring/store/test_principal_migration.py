@@ -1,4 +1,4 @@
-"""Migration 0011 types the principal names stored before: ``key:NAME`` when an API key of the
+"""Migration 0013 types the principal names stored before: ``key:NAME`` when an API key of the
 deployment has that name (``ci-tester`` in the tests' ASSAY_API_KEYS), else ``proxy:NAME``; existing
 labels count as written by their annotator; existing API suites get no owner. Downgrading strips the
 types again without merging two principals' rows."""
@@ -40,14 +40,14 @@ def _rows_named(session: Session, *names: str) -> uuid.UUID:
 
 def test_stored_names_become_typed_principals_and_a_downgrade_strips_them(scratch_pg_url):
     cfg = alembic_config(scratch_pg_url)
-    command.upgrade(cfg, "0011")
+    command.upgrade(cfg, "0013")
     engine = create_engine(scratch_pg_url)
     try:
-        # Rows as a release before 0011 stored them: bare names (written at head, then taken back to 0010).
+        # Rows as a release before 0013 stored them: bare names (written at head, then taken back to 0012).
         with Session(engine) as session, session.begin():
             item_id = _rows_named(session, API_KEY_NAME, "alice")
-        command.downgrade(cfg, "0010")
-        command.upgrade(cfg, "0011")
+        command.downgrade(cfg, "0012")
+        command.upgrade(cfg, "0013")
         with Session(engine) as session:
             assert sorted(session.scalars(select(Batch.idempotency_scope))) == [f"key:{API_KEY_NAME}", "proxy:alice"]
             assert session.scalars(select(Review.reviewer)).all() == [f"key:{API_KEY_NAME}"]
@@ -63,7 +63,7 @@ def test_stored_names_become_typed_principals_and_a_downgrade_strips_them(scratc
         # key alice labels the item beside proxy alice; going back, only one of them may be "alice".
         with Session(engine) as session, session.begin():
             session.add(Label(suite_name="api_s", item_id=item_id, annotator="key:alice", written_by="key:alice", passed=False, source="import"))
-        command.downgrade(cfg, "0010")
+        command.downgrade(cfg, "0012")
         with engine.connect() as connection:
             rows = connection.exec_driver_sql("SELECT annotator, source FROM labels ORDER BY annotator").all()
             assert [tuple(r) for r in rows] == [("alice", "upload"), (API_KEY_NAME, "upload"), ("proxy:alice", "upload")]

@@ -17,8 +17,8 @@ another annotator's label brought in by the uploader, never replacing a label.
 Downgrading strips the types again, except where that would merge two principals' rows (those keep
 the typed name), and turns imports into uploads.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0013
+Revises: 0012
 """
 import logging
 
@@ -27,8 +27,8 @@ from alembic import op
 
 from assay.scoring.principals import IDENTITY_MAX, KEY, PROXY
 
-revision = "0011"
-down_revision = "0010"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
