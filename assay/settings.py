@@ -219,7 +219,9 @@ class Settings(BaseSettings):
 
     # Flower
     flower_user: str = "admin"
-    flower_password: SecretStr | None = None
+    flower_password: SecretStr | None = Field(
+        None, description="Flower's basic-auth password; unset, empty or only blanks: `assay flower` refuses to start."
+    )
     flower_port: int = 5555
     flower_address: str = Field(
         "127.0.0.1",
@@ -242,6 +244,15 @@ class Settings(BaseSettings):
                 raise ValueError(f"{what} is the same key as API key {seen[parsed.key]}: give each key one entry")
             seen[parsed.key] = number
         return keys
+
+    @field_validator("flower_password")
+    @classmethod
+    def _blank_flower_password_is_unset(cls, password: SecretStr | None) -> SecretStr | None:
+        # An empty value (ASSAY_FLOWER_PASSWORD= in a .env, a compose default) would start Flower with a
+        # login anyone passes: it counts as no password, which every consumer refuses.
+        if password is not None and not password.get_secret_value().strip():
+            return None
+        return password
 
     @field_validator("session_secret")
     @classmethod
