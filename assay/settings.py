@@ -199,6 +199,14 @@ class Settings(BaseSettings):
         "reconciler treats it as lost (provider batches end within 24 h).",
     )
 
+    # Calibration
+    calibration_max_usd: float = Field(
+        10.0,
+        gt=0,
+        description="A calibration run without budget_usd is refused when its estimate is over this many US "
+        "dollars; under it, this is the run's budget.",
+    )
+
     # Judge
     breaker_threshold: int = Field(5, ge=1, description="Consecutive transient failures that open the breaker.")
     judge_backoff_base_seconds: float = Field(
