@@ -210,6 +210,14 @@ class Settings(BaseSettings):
         "reconciler treats it as lost (provider batches end within 24 h).",
     )
 
+    # Calibration
+    calibration_max_usd: float = Field(
+        10.0,
+        gt=0,
+        description="A calibration run without budget_usd is refused when its estimate is over this many US "
+        "dollars; under it, this is the run's budget.",
+    )
+
     # Judge
     breaker_threshold: int = Field(5, ge=1, description="Consecutive transient failures that open the breaker.")
     judge_backoff_base_seconds: float = Field(
@@ -230,7 +238,9 @@ class Settings(BaseSettings):
 
     # Flower
     flower_user: str = "admin"
-    flower_password: SecretStr | None = None
+    flower_password: SecretStr | None = Field(
+        None, description="Flower's basic-auth password; unset, empty or only blanks: `assay flower` refuses to start."
+    )
     flower_port: int = 5555
     flower_address: str = Field(
         "127.0.0.1",
@@ -274,6 +284,15 @@ class Settings(BaseSettings):
                 "named: an operator is the holder of a configured key"
             )
         return self
+
+    @field_validator("flower_password")
+    @classmethod
+    def _blank_flower_password_is_unset(cls, password: SecretStr | None) -> SecretStr | None:
+        # An empty value (ASSAY_FLOWER_PASSWORD= in a .env, a compose default) would start Flower with a
+        # login anyone passes: it counts as no password, which every consumer refuses.
+        if password is not None and not password.get_secret_value().strip():
+            return None
+        return password
 
     @field_validator("session_secret")
     @classmethod

@@ -10,7 +10,10 @@ route, whatever its body (JSON, JSONL, multipart file uploads, forms) — must c
   ``<meta name="csrf-token">`` and ``static/dashboard.js`` sends it), or
 - an ``Origin`` header naming this site (what browsers send with a same-origin form or fetch).
 
-Otherwise it is refused with 403 before any route runs. A request with a valid bearer key is not
+Otherwise it is refused with 403 before any route runs. The sign-in form (``POST /dashboard/sign-in``)
+is checked too, though it comes before any identity: it makes one, and another site's page must not
+sign a visitor's browser in under the attacker's key (login CSRF). There is no token before signing
+in, so its ``Origin`` must name this site. A request with a valid bearer key is not
 affected, cookie or not: a browser never adds ``Authorization: Bearer`` by itself, and another site
 cannot make it send one (that needs a CORS preflight, which this API never grants), so the key is
 what the request acts with.
@@ -43,6 +46,10 @@ CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _PROXY_LABEL = b"assay-proxy-csrf-v1"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_SIGN_IN_REFUSAL = (
+    "signing in needs an Origin header naming this site, which this site's sign-in form sends: a sign-in "
+    "posted from another site's page is refused"
+)
 
 
 def _proxy_signature(secret: bytes, user: str, expires_at: int) -> str:
@@ -113,6 +120,8 @@ def csrf_refusal(request: Request, settings: Settings) -> str | None:
     scheme, _, offered = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and offered.strip() and cookie.matching_key(settings, offered.strip()) is not None:
         return None  # a key holder: a browser never adds a bearer key by itself, nor lets another site add one
+    if request.url.path == cookie.SIGN_IN_PATH:
+        return None if same_origin(request, settings) else _SIGN_IN_REFUSAL
     session = cookie.signed(request, settings)
     user = forwarded_user(request, settings)
     if session is None and user is None:

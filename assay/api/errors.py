@@ -1,4 +1,5 @@
-"""One place that maps errors to HTTP: domain errors carry their status; nothing leaks a stack trace."""
+"""One place that maps errors to HTTP: domain errors carry their status; nothing leaks a stack trace, and
+no problem text, in an error or in a 200's ``ProblemText`` field, shows where the server keeps things."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import AfterValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -65,6 +67,12 @@ def public_text(text: str) -> str:
     if cleaned != text:
         log.info("kept server details out of an error response: %s", text)
     return cleaned
+
+
+# A response field that carries a problem's text — why a suite does not load or validate, why a
+# component or a score failed, why a line was refused — is declared ``ProblemText``: it leaves through
+# ``public_text`` as error bodies do, whatever route or status (a 200 too) carries it.
+ProblemText = Annotated[str, AfterValidator(public_text)]
 
 
 def _public(value: Any) -> Any:

@@ -6,10 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from assay.api.errors import ProblemText
+
 
 class BadLineOut(BaseModel):
     line: int = Field(..., description="1-based line number (or array index + 1)")
-    reason: str
+    reason: ProblemText
 
 
 class BatchAccepted(BaseModel):
@@ -85,7 +87,7 @@ class ComponentOut(BaseModel):
     weight: float
     weighted_score: float | None
     details: dict[str, Any]
-    reason: str | None
+    reason: ProblemText | None
     attempts: int
     raw_output: str | None = Field(
         None, description="A judge component's raw answer when it was unusable (kept as it came, for a look)"
@@ -111,7 +113,7 @@ class ScoreOut(BaseModel):
     partial: bool = Field(..., description="A component was skipped and the weights renormalised")
     components: dict[str, ComponentOut]
     error_kind: str | None
-    error_message: str | None
+    error_message: ProblemText | None
     raw_judge_output: str | None
     usage: dict[str, Any]
     cost_usd: float

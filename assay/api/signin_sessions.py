@@ -51,6 +51,7 @@ from assay.settings import ApiKey, configured_keys
 COOKIE_NAME = "assay_session"
 DEFAULT_MAX_AGE_SECONDS = 12 * 3600
 COOKIE_PATH = "/"
+SIGN_IN_PATH = "/dashboard/sign-in"  # the form that starts a session (assay.api.csrf checks its Origin)
 _DERIVE_LABEL = b"assay-dashboard-session-v1"
 _CSRF_LABEL = b"assay-session-csrf-v1"
 

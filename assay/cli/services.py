@@ -195,7 +195,8 @@ def flower(
 
     settings = get_settings()
     if settings.flower_password is None:
-        fail("set ASSAY_FLOWER_PASSWORD: Flower is never started without basic auth")
+        # Empty or blank counts as unset (assay.settings): the same refusal.
+        fail("set ASSAY_FLOWER_PASSWORD (not empty or blank): Flower is never started without basic auth")
     from assay.workers.app import app
     from assay.workers.flower import require_login_for_metrics
 

@@ -48,7 +48,14 @@ def calibrate(
     suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose judge noise to measure (current criteria).")],
     sample: Annotated[int, typer.Option(min=1, max=1000, help="Stored items to judge (chosen by item id hash).")],
     repeats: Annotated[int, typer.Option(min=2, max=20, help="Times each item is judged.")],
-    budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
+    budget: Annotated[
+        Optional[float],
+        typer.Option(
+            min=0.000001,
+            help="Judge spend limit in US dollars. Default: the API's ASSAY_CALIBRATION_MAX_USD cap, and a "
+            "run estimated over it is refused.",
+        ),
+    ] = None,
     lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
     dry_run: Annotated[bool, typer.Option(help="Only print the sample size and the estimated calls, tokens, dollars.")] = False,
     wait: Annotated[bool, typer.Option(help="Wait for the run to finish and print the noise it measured.")] = False,

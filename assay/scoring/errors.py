@@ -55,6 +55,12 @@ class InvalidInput(AssayError):
     code = "invalid_input"
 
 
+class BudgetRequired(InvalidInput):
+    """Paid work estimated over the spend a request may default to: it must name its own budget."""
+
+    code = "budget_required"
+
+
 class PayloadTooLarge(AssayError):
     status_code = 413
     code = "payload_too_large"

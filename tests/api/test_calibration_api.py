@@ -1,6 +1,6 @@
 """The calibration routes: validation and refusals (422 for bounds, a suite without a judge component,
-a suite without stored items; 404, 409), a dry run, a run (its batch handed to the planner), its view,
-and the noise listing."""
+a suite without stored items, a run estimated over the default cap without a budget; 404, 409), a dry
+run, a run (its batch handed to the planner), its view, and the noise listing."""
 
 from __future__ import annotations
 
@@ -111,6 +111,53 @@ def test_a_run_is_created_planned_and_readable(api_client, started):
     view = api_client.get(r.headers["location"])
     assert view.status_code == 200 and view.json()["progress"]["pending"] == 6
     assert api_client.get(f"/api/v1/suites/kql_strict/calibrations/{run['id']}").status_code == 404
+
+
+def test_the_findings_two_large_calibrations_need_a_budget(api_client, started):
+    """Issue 29: two `sample 1000, repeats 20` requests were accepted without a budget. Priced with
+    config/models.yaml (the prices the fake judge's model has), each is over the default cap: refused,
+    naming the estimate, the cap and how to pass a budget; with a budget each runs under it."""
+    make_batch(1000)  # a thousand stored items (a machine score each; pending is enough to be sampled)
+    bodies = [{"sample": 1000, "repeats": 20, "lane": lane} for lane in ("realtime", "batch")]
+    for body in bodies:
+        r = api_client.post(url(), json=body)
+        assert r.status_code == 422, r.text
+        out = r.json()
+        details = out["details"]
+        assert out["error"] == "budget_required" and details["setting"] == "ASSAY_CALIBRATION_MAX_USD"
+        assert details["cap_usd"] == 10.0 and details["estimate_usd"] > 10.0
+        assert f"estimated at ${details['estimate_usd']:,.2f}, over the $10.00" in out["message"]
+        assert "pass budget_usd (assay calibrate --budget)" in out["message"]
+    with transaction() as s:
+        assert s.scalar(select(func.count()).select_from(CalibrationRun)) == 0
+    assert started == []
+
+    for body in bodies:
+        r = api_client.post(url(), json={**body, "budget_usd": 150})
+        assert r.status_code == 202, r.text
+        run = r.json()["calibration"]
+        assert (run["sample"], run["repeats"], run["budget_usd"]) == (1000, 20, 150)
+    assert len(started) == 2
+
+
+def test_without_a_budget_the_cap_is_the_budget_and_a_dry_run_tells_what_would_happen(api_client, started, monkeypatch):
+    from assay.settings import get_settings
+
+    scored_kql(2)
+    r = api_client.post(url(), json={"sample": 2, "repeats": 3})
+    assert r.status_code == 202, r.text
+    assert r.json()["calibration"]["budget_usd"] == 10.0
+    assert "without budget_usd, the run's budget is the $10.00 cap (ASSAY_CALIBRATION_MAX_USD)" in r.json()["estimate"]["notes"]
+
+    monkeypatch.setattr(get_settings(), "calibration_max_usd", 0.001)
+    dry = api_client.post(url(), json={"sample": 2, "repeats": 3, "dry_run": True})
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["estimate"]["notes"][-1].startswith("refused without budget_usd: this calibration (2 item(s) × 3 repeats)")
+    refused = api_client.post(url(), json={"sample": 2, "repeats": 3})
+    assert refused.status_code == 422 and refused.json()["details"]["cap_usd"] == 0.001
+    budgeted = api_client.post(url(), json={"sample": 2, "repeats": 3, "budget_usd": 0.5, "dry_run": True})
+    assert not any("budget_usd" in note for note in budgeted.json()["estimate"]["notes"])
+    assert len(started) == 1
 
 
 def test_noise_lists_the_latest_run_per_hash_or_says_none_was_measured(api_client, started):

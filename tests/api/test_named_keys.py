@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr, ValidationError
 
 from assay.settings import ApiKey, Settings, get_settings, parse_api_key, unnamed_key_name
+from tests.dashboard.support import post_sign_in
 
 ALICE_KEY = "alice-key-" + "a" * 30
 BOB_KEY = "b" * 40
@@ -90,7 +91,7 @@ def test_a_dashboard_sign_in_keeps_the_key_name_and_renaming_the_key_signs_it_ou
     from assay.scoring.store.models import SignedInSession
 
     with _client(app) as browser:
-        r = browser.post("/dashboard/sign-in", data={"api_key": ALICE_KEY, "next": "/dashboard/"})
+        r = post_sign_in(browser, ALICE_KEY)
         assert r.status_code == 303, r.text
         data = cookie.verify(get_settings(), browser.cookies[cookie.COOKIE_NAME])
         assert data is not None and data.user == "alice"

@@ -10,9 +10,10 @@ from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Label, Score, SuiteRecord
 from tests.conftest import API_KEY_NAME
+from tests.dashboard.support import post_sign_in
+from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 REVIEWER = f"key:{API_KEY_NAME}"  # the run's key, typed as a principal
-from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 
 def _queued(n: int = 2) -> list[uuid.UUID]:
@@ -105,12 +106,11 @@ def test_a_cookie_session_post_without_csrf_is_refused(api_client):
     from fastapi.testclient import TestClient
 
     from tests.api.test_security_auth import ORIGIN
-    from tests.conftest import API_KEY
 
     _queued(1)
     entry_id = api_client.get("/api/v1/suites/kql/review-queue").json()["entries"][0]["entry_id"]
     with TestClient(api_client.app, base_url=ORIGIN, follow_redirects=False) as browser:
-        signed = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        signed = post_sign_in(browser)
         assert signed.status_code == 303 and browser.cookies.get("assay_session")
         refused = browser.post(f"/api/v1/review-queue/{entry_id}/review", json={"passed": True})
         assert refused.status_code == 403

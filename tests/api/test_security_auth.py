@@ -26,7 +26,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from fastapi.testclient import TestClient
 
 from tests.conftest import API_KEY, REPO, worker_env
-from tests.dashboard.support import api_process, free_port
+from tests.dashboard.support import api_process, free_port, post_sign_in
 
 GOOD = {"id": "q1", "prompt": "Count storms", "generated_kql": "StormEvents | count", "expected_kql": "StormEvents | count"}
 BODY = (json.dumps(GOOD) + "\n").encode()
@@ -58,7 +58,7 @@ def client_from(app, address: str | None = None, **options) -> Iterator[TestClie
 
 
 def sign_in(client: TestClient) -> str:
-    r = client.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+    r = post_sign_in(client)
     assert r.status_code == 303, r.text
     return client.cookies["assay_session"]
 
@@ -312,7 +312,7 @@ def test_wrong_keys_are_throttled_then_even_the_right_key_waits(app):
             assert r.status_code == 429 and r.json()["error"] == "too_many_failed_keys"
             assert 1 <= int(r.headers["Retry-After"]) <= 60 - int(time.monotonic() - started) + 1
         # The sign-in form is the same door.
-        r = guesser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        r = post_sign_in(guesser)
         assert r.status_code == 429 and "Retry-After" in r.headers and "assay_session" not in r.headers.get("set-cookie", "")
         # Another client, and requests that present no key, are not held back.
         assert bystander.get("/api/v1/batches", headers={"Authorization": f"Bearer {API_KEY}"}).status_code == 200
@@ -324,7 +324,7 @@ def test_wrong_sign_in_keys_count_too(app):
 
     with client_from(app) as guesser:
         for n in range(get_settings().auth_failures_per_minute):
-            r = guesser.post("/dashboard/sign-in", data={"api_key": f"wrong-{n}", "next": "/dashboard/"})
+            r = post_sign_in(guesser, f"wrong-{n}")
             assert r.status_code == 401
         assert guesser.get("/api/v1/batches", headers={"Authorization": f"Bearer {API_KEY}"}).status_code == 429
 

@@ -417,6 +417,90 @@ def test_error_bodies_show_no_server_path_or_sql(proxy_client, data_dir, broken_
         assert server_details(r.text, data_dir, tmp_path) == [], f"{where}: {r.text}"
 
 
+@pytest.fixture
+def broken_models(tmp_path, monkeypatch) -> Path:
+    """A config directory of its own whose models.yaml does not parse: every suite file in it is
+    invalid, and every suite body needs the catalog."""
+    from assay.scoring.suites.criteria import register_all_suites
+    from assay.settings import get_settings
+
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    (config / "models.yaml").write_text("models: [not closed\n")
+    monkeypatch.setattr(get_settings(), "config_dir", config)
+    invalid: dict[str, str] = {}  # this test's own record of invalid files, read by the suites listing too
+    monkeypatch.setattr("assay.scoring.suites.criteria.invalid_suites", invalid)
+    monkeypatch.setattr("assay.scoring.suites.api_suites.invalid_suites", invalid)
+    with transaction() as session:
+        register_all_suites(session, config)
+    return config
+
+
+def test_problem_texts_in_200_bodies_show_no_server_path(proxy_client, broken_models, tmp_path):
+    """Problems answered with a 200 — a suite body's validation, a file suite's reason for being
+    invalid — go through the error mapping: the broken models.yaml is named, its directory is not."""
+    c = proxy_client
+    suite = (REPO / "examples" / "generic" / "correctness.yaml").read_text()  # a judge: it needs models.yaml
+    validated = c.post("/api/v1/suites/validate", content=suite.encode(), headers={"Content-Type": "application/yaml"})
+    listed = c.get("/api/v1/suites")
+    shown = c.get("/api/v1/suites/kql")
+    for r in (validated, listed, shown):
+        assert r.status_code == 200, r.text
+        assert server_details(r.text, broken_models, tmp_path) == [], f"{r.request.url.path}: {r.text}"
+    assert validated.json()["valid"] is False
+    assert "<config dir>/models.yaml" in validated.json()["problems"][0]
+    invalid = {s["name"]: s["problem"] for s in listed.json()["suites"] if s["state"] == "invalid"}
+    assert "kql" in invalid and all("<config dir>/models.yaml" in problem for problem in invalid.values())
+    assert shown.json()["state"] == "invalid" and "<config dir>/models.yaml" in shown.json()["problem"]
+
+
+def test_every_response_field_that_carries_a_problem_goes_through_the_mapping():
+    """A response model's problem, reason or error text is declared ``ProblemText`` (assay/api/errors.py),
+    so a new field of that kind cannot skip the mapping unnoticed."""
+    from pydantic import BaseModel
+
+    from assay.api.app import create_app
+    from assay.api.errors import public_text
+
+    problem_names = {"problem", "problems", "reason", "error", "error_message", "message", "failure"}
+
+    def models_of(annotation: Any) -> Iterator[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield annotation
+        for arg in typing.get_args(annotation):
+            yield from models_of(arg)
+
+    def mapped(field: Any) -> bool:
+        annotated = [field.annotation, *typing.get_args(field.annotation)]
+        metadata = list(field.metadata)
+        for annotation in annotated:
+            for arg in typing.get_args(annotation):
+                metadata += getattr(arg, "__metadata__", [])
+            metadata += getattr(annotation, "__metadata__", [])
+        return any(getattr(m, "func", None) is public_text for m in metadata)
+
+    seen: set[type[BaseModel]] = set()
+    answers = [
+        answer
+        for _, route in api_routes(create_app())
+        for answer in (route.response_model, *(r.get("model") for r in route.responses.values()))
+    ]
+    pending = [model for answer in answers for model in models_of(answer)]
+    unmapped, checked = [], 0
+    while pending:
+        model = pending.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            pending.extend(models_of(field.annotation))
+            if name in problem_names:
+                checked += 1
+                if not mapped(field):
+                    unmapped.append(f"{model.__name__}.{name}")
+    assert checked >= 8 and unmapped == []
+
+
 def test_the_error_mapping_keeps_server_details_out_of_every_kind_of_error(clean_db):
     """Whatever a handler puts in an error — a database error's text, a temporary path, the data
     directory — the client sees what was wrong, not where; a failure nobody mapped is a bare 500."""

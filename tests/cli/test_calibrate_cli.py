@@ -7,6 +7,7 @@ import pytest
 
 from tests.cli.test_cli import api_server, assay  # noqa: F401  (a fixture)
 from tests.conftest import API_KEY, worker_env
+from tests.dashboard.support import api_process
 from tests.scoring.test_pipeline import make_batch
 from tests.scoring.test_rescore import complete_all
 from tests.workers.test_rescore_e2e import judge_env
@@ -29,6 +30,21 @@ def test_dry_run_bounds_and_refusals(env):
     assert "2 item(s) × 3" in dry.stderr and "6 judge call(s)" in dry.stderr and "dry run" in dry.stderr
     result = assay("noise", "--suite", "kql", env=env)
     assert result.returncode == 0 and "no noise floor measured" in result.stderr
+
+
+def test_a_calibration_over_the_cap_needs_a_budget(clean_db):
+    batch_id, _ = make_batch(2)
+    complete_all(batch_id)
+    with api_process(worker_env({"ASSAY_CALIBRATION_MAX_USD": "0.01"})) as api_url:
+        env = worker_env({"ASSAY_API_URL": api_url, "ASSAY_API_KEY": API_KEY})
+        refused = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "20", env=env)
+        said = " ".join(refused.stderr.split())
+        assert refused.returncode == 1 and "error 422" in said, refused.stderr
+        assert "over the $0.01 a calibration may spend without a budget of its own (ASSAY_CALIBRATION_MAX_USD)" in said
+        assert "assay calibrate --budget" in said
+        ran = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "20", "--budget", "1", env=env)
+        assert ran.returncode == 0, ran.stderr
+        assert "calibration run" in ran.stderr and ran.stdout.strip()
 
 
 def test_calibrate_wait_prints_the_noise_and_noise_shows_it(env, live_worker_factory, fake_judge):

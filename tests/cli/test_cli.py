@@ -64,11 +64,26 @@ def test_worker_refuses_unknown_queues():
     assert result.returncode == 2 and "bogus" in result.stderr
 
 
-def test_flower_requires_a_password():
+@pytest.mark.parametrize("password", [None, "", "  \t "], ids=["unset", "empty", "blank"])
+def test_flower_refuses_to_start_without_a_password(password):
+    """An empty or blank password is refused exactly like a missing one (it would let anyone in)."""
     env = worker_env()
     env.pop("ASSAY_FLOWER_PASSWORD", None)
-    result = assay("flower", env=env)
-    assert result.returncode == 2 and "ASSAY_FLOWER_PASSWORD" in result.stderr
+    if password is not None:
+        env["ASSAY_FLOWER_PASSWORD"] = password
+    result = assay("flower", "--port", str(free_port()), env=env, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "set ASSAY_FLOWER_PASSWORD (not empty or blank)" in result.stderr
+
+
+def test_a_blank_flower_password_reads_as_unset(monkeypatch):
+    from assay.settings import Settings
+
+    for blank in ("", "   "):
+        monkeypatch.setenv("ASSAY_FLOWER_PASSWORD", blank)
+        assert Settings().flower_password is None
+    monkeypatch.setenv("ASSAY_FLOWER_PASSWORD", " s3cret ")
+    assert Settings().flower_password.get_secret_value() == " s3cret "
 
 
 def test_flower_starts_with_basic_auth():

@@ -15,8 +15,21 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import REPO, wait_for, worker_env
+from tests.conftest import API_KEY, REPO, wait_for, worker_env
 from tests.dashboard.app_factory import make_app  # noqa: F401
+
+
+def site_origin(client: Any) -> str:
+    """The Origin a browser sends with a form of the site ``client`` talks to."""
+    return f"{client.base_url.scheme}://{client.base_url.netloc.decode()}"
+
+
+def post_sign_in(client: Any, key: str = API_KEY, next_path: str = "/dashboard/") -> httpx.Response:
+    """Post the dashboard's sign-in form as its own page does: with this site's Origin (assay.api.csrf)."""
+    return client.post(
+        "/dashboard/sign-in", data={"api_key": key, "next": next_path}, headers={"Origin": site_origin(client)}
+    )
+
 
 # --- scoring a batch in this process (no worker) --------------------------------------------------------
 

@@ -13,8 +13,7 @@ from fastapi.testclient import TestClient
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, SuiteRecord
 from assay.scoring.trust import compare
-from tests.conftest import API_KEY
-from tests.dashboard.support import make_app
+from tests.dashboard.support import make_app, post_sign_in
 from tests.scoring.test_compare import H, add_noise, seed
 
 
@@ -27,7 +26,7 @@ def client(clean_db):
 
 @pytest.fixture
 def signed_in(client):
-    r = client.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+    r = post_sign_in(client)
     assert r.status_code == 303, r.text
     return client
 

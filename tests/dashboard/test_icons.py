@@ -17,7 +17,7 @@ from sqlalchemy import select
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Score
 from tests.conftest import API_KEY, REPO
-from tests.dashboard.support import make_app
+from tests.dashboard.support import make_app, post_sign_in
 from tests.dashboard.test_pages import session_body
 
 PAGE_SOURCES = [
@@ -31,7 +31,7 @@ PAGE_SOURCES = [
 def signed_in(clean_db, monkeypatch):
     monkeypatch.setattr("assay.api.routes.sessions.publish_components", lambda refs: None)
     with TestClient(make_app(), base_url="https://testserver", follow_redirects=False) as client:
-        r = client.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        r = post_sign_in(client)
         assert r.status_code == 303, r.text
         yield client
 

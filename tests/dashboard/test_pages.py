@@ -14,7 +14,7 @@ from assay.api.dashboard import queries
 from assay.api import signin_sessions as cookie
 from assay.settings import unnamed_key_name
 from tests.conftest import API_KEY, REPO
-from tests.dashboard.support import judge_runtime, make_app, score_in_process, score_refs
+from tests.dashboard.support import judge_runtime, make_app, post_sign_in, score_in_process, score_refs
 from tests.fakes.anthropic_server import FakeAnthropic
 
 EXAMPLES = REPO / "examples" / "kql_items.jsonl"
@@ -35,7 +35,7 @@ def browser(app):
 
 @pytest.fixture
 def signed_in(browser):
-    r = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+    r = post_sign_in(browser)
     assert r.status_code == 303, r.text
     return browser
 
@@ -73,9 +73,9 @@ def test_no_page_without_sign_in(browser, path):
 def test_sign_in_sets_a_secure_http_only_samesite_cookie(browser):
     page = browser.get("/dashboard/sign-in?next=/dashboard/criteria")
     assert page.status_code == 200 and 'name="api_key"' in page.text
-    bad = browser.post("/dashboard/sign-in", data={"api_key": "wrong", "next": "/dashboard/"})
+    bad = post_sign_in(browser, "wrong")
     assert bad.status_code == 401 and cookie.COOKIE_NAME not in bad.headers.get("set-cookie", "")
-    r = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/criteria"})
+    r = post_sign_in(browser, API_KEY, "/dashboard/criteria")
     assert r.status_code == 303 and r.headers["location"] == "/dashboard/criteria"
     set_cookie = r.headers["set-cookie"]
     assert set_cookie.startswith(f"{cookie.COOKIE_NAME}=")
@@ -94,6 +94,34 @@ def test_sign_in_never_redirects_off_site(browser):
             "/dashboard/sign-in", data={"api_key": API_KEY, "next": target}, headers={"Origin": "https://testserver"}
         )
         assert r.headers["location"] == "/dashboard/"
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://evil.example", "http://testserver", "https://testserver:8443", "null", None],
+    ids=["other-site", "other-scheme", "other-port", "null", "none"],
+)
+def test_a_sign_in_from_another_site_is_refused_and_signs_nobody_in(browser, origin):
+    """Login CSRF: another site's page posting the sign-in form with the attacker's (valid) key must
+    not sign the visitor's browser in. The form is refused before the key is looked at."""
+    from sqlalchemy import func, select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import SignedInSession
+
+    def sessions_stored() -> int:
+        with transaction() as session:
+            return session.scalar(select(func.count()).select_from(SignedInSession))
+
+    before = sessions_stored()
+    headers = {"Origin": origin} if origin is not None else {}
+    r = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"}, headers=headers)
+    assert r.status_code == 403, r.text
+    assert r.json()["error"] == "csrf_check_failed" and "Origin" in r.json()["message"]
+    assert cookie.COOKIE_NAME not in r.headers.get("set-cookie", "") and not browser.cookies
+    assert browser.get("/dashboard/").status_code == 303  # still signed out
+    assert sessions_stored() == before
+    # The same key through this site's own form works.
+    assert post_sign_in(browser).status_code == 303 and browser.get("/dashboard/").status_code == 200
 
 
 def test_forged_expired_and_revoked_cookies_are_refused():

@@ -13,11 +13,11 @@ from sqlalchemy import select
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Label, Score, SuiteRecord
-from tests.conftest import API_KEY, API_KEY_NAME
+from tests.conftest import API_KEY_NAME
+from tests.dashboard.support import make_app, post_sign_in
+from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 REVIEWER = f"key:{API_KEY_NAME}"  # a session opened with the run's key is that key's principal
-from tests.dashboard.support import make_app
-from tests.scoring.test_pipeline import land_all, make_batch, plan_all
 
 ORIGIN = "https://testserver"
 
@@ -26,7 +26,7 @@ ORIGIN = "https://testserver"
 def signed_in(clean_db, monkeypatch):
     monkeypatch.setattr("assay.api.routes.batches.start_planner", lambda batch_id: None)
     with TestClient(make_app(), base_url=ORIGIN, follow_redirects=False) as client:
-        r = client.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        r = post_sign_in(client)
         assert r.status_code == 303, r.text
         yield client
 

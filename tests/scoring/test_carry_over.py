@@ -22,7 +22,6 @@ from assay.scoring.store.models import Batch, Score, ScoreComponent, utcnow
 from assay.scoring.suites.criteria import current_suite, load_criteria, register_suite
 from assay.scoring.suites.loader import load_model_catalog, load_suite, parse_suite
 from assay.settings import get_settings
-from tests.conftest import API_KEY
 from tests.scoring.test_pipeline import make_batch, plan_all
 
 CONFIG = get_settings().config_dir
@@ -282,7 +281,7 @@ def test_estimate_counts_one_call_per_judge_component_left_to_pay(kql):
 def test_the_score_api_and_the_item_page_show_what_was_carried(kql, api_client):
     from fastapi.testclient import TestClient
 
-    from tests.dashboard.support import make_app
+    from tests.dashboard.support import make_app, post_sign_in
 
     _, old = first_batch(1)
     ((item_id, before),) = old.items()
@@ -299,7 +298,7 @@ def test_the_score_api_and_the_item_page_show_what_was_carried(kql, api_client):
     assert comps["schema_match"]["details"] == {"note": "schema_match"}
 
     with TestClient(make_app(), base_url="https://testserver", follow_redirects=False) as browser:
-        signed = browser.post("/dashboard/sign-in", data={"api_key": API_KEY, "next": "/dashboard/"})
+        signed = post_sign_in(browser)
         assert signed.status_code == 303
         page = browser.get(f"/dashboard/items/{item_id}").text
     assert page.count(f"carried over unchanged from score {str(before.id)[:8]}") == len(METRICS)

@@ -176,6 +176,8 @@ def _sign_in_page(request: Request, next_path: str, error: str | None = None, st
 
 @router.post("/sign-in", response_class=HTMLResponse)
 async def sign_in(request: Request) -> Response:
+    """A session for one of the API keys. Only this site's own form gets here: the CSRF middleware
+    refuses a sign-in whose Origin is another site's (login CSRF, assay.api.csrf)."""
     form = await request.form()
     offered = str(form.get("api_key") or "").strip()
     next_path = _safe_next(str(form.get("next") or ""))

@@ -54,7 +54,11 @@ class CalibrationIn(BaseModel):
         ..., ge=svc.MIN_REPEATS, le=svc.MAX_REPEATS, description="How many times each item is judged (at least 2)"
     )
     budget_usd: float | None = Field(
-        None, gt=0, le=1e9, description="Judge spend limit of the run's batch, in US dollars; null: none"
+        None,
+        gt=0,
+        le=1e9,
+        description="Judge spend limit of the run's batch, in US dollars. Null: the ASSAY_CALIBRATION_MAX_USD cap is the "
+        "budget, and a run estimated over it is refused (422 budget_required)",
     )
     lane: Literal["realtime", "batch"] = Field(
         "realtime", description="batch: judge calls through the Message Batches API (half price, slower)"
@@ -137,13 +141,18 @@ class NoiseList(BaseModel):
     "When the batch finishes, the pooled within-item standard deviation of each judge component and of "
     "the total, and the share of items whose pass/fail flipped, are stored (`GET .../noise`). Calibration "
     "scores are no machine verdicts: they stay out of latest scores, pass rates, diff, compare, "
-    "agreement, training data and the review queue. 422 for a suite without a judge component or "
-    "without stored items; 200 for a dry run.",
+    "agreement, training data and the review queue. Without `budget_usd` the run's budget is "
+    "`ASSAY_CALIBRATION_MAX_USD`, and a run estimated over it is refused with 422 "
+    "`budget_required` naming the estimate and the cap (a dry run answers, with a note saying so). 422 for "
+    "a suite without a judge component or without stored items; 200 for a dry run.",
     responses={
         200: {"model": CalibrationStarted, "description": "Dry run"},
         404: {"description": "No such suite"},
         409: {"description": "The suite is disabled"},
-        422: {"description": "Bounds, a suite without a judge component, or no stored items"},
+        422: {
+            "description": "Bounds, a suite without a judge component, no stored items, or an estimate over "
+            "ASSAY_CALIBRATION_MAX_USD without budget_usd (budget_required)"
+        },
     },
 )
 def create_calibration(
@@ -155,14 +164,17 @@ def create_calibration(
         plan = svc.plan(session, name, body.sample, body.repeats, body.lane, catalog)
         run = None
         if not body.dry_run:
-            run = svc.start(session, plan, created_by=principal.id, lane=body.lane, budget_usd=body.budget_usd)
+            budget = svc.run_budget(plan, body.budget_usd, settings.calibration_max_usd)
+            run = svc.start(session, plan, created_by=principal.id, lane=body.lane, budget_usd=budget)
+        estimate = plan.estimate.to_dict()
+        note = svc.budget_note(plan, body.budget_usd, settings.calibration_max_usd)
         out: dict[str, Any] = CalibrationStarted(
             suite=plan.suite,
             criteria_hash=plan.criteria_hash,
             sample=len(plan.item_ids),
             repeats=plan.repeats,
             dry_run=body.dry_run,
-            estimate=EstimateOut(**plan.estimate.to_dict()),
+            estimate=EstimateOut(**{**estimate, "notes": [*estimate["notes"], *([note] if note else [])]}),
             calibration=CalibrationOut(**svc.run_view(session, run)) if run is not None else None,
         ).model_dump()
         batch_id = run.batch_id if run is not None else None

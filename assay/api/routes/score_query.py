@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
+from assay.api.errors import ProblemText
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components
 from assay.scoring.errors import CriteriaError, InvalidInput, NotFound
@@ -88,7 +89,7 @@ class ComponentOut(BaseModel):
     weight: float
     details: dict[str, Any]
     status: str = Field(..., description="ok / failed / skipped (pending while the score runs)")
-    reason: str | None = None
+    reason: ProblemText | None = None
 
 
 class ScoreOut(BaseModel):
@@ -102,13 +103,13 @@ class ScoreOut(BaseModel):
     criteria_hash: str
     judge_model: str | None
     partial: bool
-    error_message: str | None = Field(None, description="Why the score failed, or what kept it from passing")
+    error_message: ProblemText | None = Field(None, description="Why the score failed, or what kept it from passing")
 
 
 class ScoreQueryOut(BaseModel):
     success: bool = Field(..., description="False when the score could not be computed (see error)")
     score: ScoreOut
-    error: str | None = None
+    error: ProblemText | None = None
 
 
 class ScoreQueryAccepted(BaseModel):

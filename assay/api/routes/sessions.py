@@ -28,6 +28,7 @@ from sqlalchemy.orm import selectinload
 
 from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
+from assay.api.errors import ProblemText
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components, start_planner
 from assay.scoring.errors import InvalidInput, NotFound
@@ -83,7 +84,7 @@ class SessionScoreOut(BaseModel):
     scored_at: str | None = Field(..., description="When the score was completed")
     is_current_criteria: bool = Field(..., description="False when the criteria changed since: the score is stale")
     status: str = Field(..., description="pending, in_progress, completed, failed, timed_out or cancelled")
-    error_message: str | None
+    error_message: ProblemText | None
     started_at: str | None
     completed_at: str | None
     usage: dict[str, Any]
@@ -115,7 +116,7 @@ class LatestScoreOut(BaseModel):
     criteria_hash: str
     is_current_criteria: bool
     scored_at: str | None
-    error_message: str | None
+    error_message: ProblemText | None
 
 
 class SessionRowOut(BaseModel):

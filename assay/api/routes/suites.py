@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Principal, require_principal
 from assay.api.body_limit import body_limit
 from assay.api.content_type import require_content_type
+from assay.api.errors import ProblemText
 from assay.api.json_body import StrictJsonRoute, is_json
 from assay.scoring.store.db import transaction
 from assay.scoring.suites import api_suites as svc
@@ -77,7 +78,7 @@ class SuiteOut(BaseModel):
     shadowed_api_suite: bool = Field(
         ..., description="True when a suite file took the name of an API suite: files win, its versions are unused"
     )
-    problem: str | None = Field(..., description="Why the suite file does not load (state invalid)")
+    problem: ProblemText | None = Field(..., description="Why the suite file does not load (state invalid)")
     note: str | None = None
 
 
@@ -113,7 +114,7 @@ class ValidationOut(BaseModel):
     criteria_hash: str | None = Field(..., description="The hash its scores would carry")
     criteria: dict[str, Any] | None = Field(..., description="The resolved criteria: exactly what the hash is taken over")
     options: dict[str, Any] | None = Field(..., description="The operational settings (not hashed)")
-    problems: list[str] = Field(..., description="Every problem found; empty when the suite can be registered")
+    problems: list[ProblemText] = Field(..., description="Every problem found; empty when the suite can be registered")
 
 
 async def _body(request: Request) -> tuple[bytes, svc.BodyFormat]:

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session, aliased
 
-from assay.scoring.errors import InvalidInput, NotFound
+from assay.scoring.errors import BudgetRequired, InvalidInput, NotFound
 from assay.scoring.pipeline.components import pending_score
 from assay.scoring.pipeline.hooks import on_batch_completed
 from assay.scoring.pipeline.summaries import batch_counts
@@ -58,6 +58,8 @@ MAX_REPEATS = 20
 MIN_REPEATS = 2
 # The summary key that makes a batch a calibration batch (judge components never carry over).
 MARKER = "calibration"
+# What a calibration without its own budget may spend (settings.calibration_max_usd).
+CAP_SETTING = "ASSAY_CALIBRATION_MAX_USD"
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,41 @@ def plan(session: Session, suite: str, sample: int, repeats: int, lane: Lane, ca
         carried_over=0,
     )
     return CalibrationPlan(record.name, record.current_criteria_hash, item_ids, repeats, total)
+
+
+def _over_cap(the_plan: CalibrationPlan, cap_usd: float) -> str | None:
+    cost = the_plan.estimate.cost_usd
+    if cost <= cap_usd:
+        return None
+    return (
+        f"this calibration ({len(the_plan.item_ids)} item(s) × {the_plan.repeats} repeats) is estimated at "
+        f"${cost:,.2f}, over the ${cap_usd:,.2f} a calibration may spend without a budget of its own "
+        f"({CAP_SETTING}): pass budget_usd (assay calibrate --budget) to run it, or judge fewer items or repeats"
+    )
+
+
+def budget_note(the_plan: CalibrationPlan, budget_usd: float | None, cap_usd: float) -> str | None:
+    """What a calibration without a budget gets (None when it has one): the cap as its budget, or a refusal."""
+    if budget_usd is not None:
+        return None
+    refusal = _over_cap(the_plan, cap_usd)
+    if refusal is not None:
+        return f"refused without budget_usd: {refusal}"
+    return f"without budget_usd, the run's budget is the ${cap_usd:,.2f} cap ({CAP_SETTING})"
+
+
+def run_budget(the_plan: CalibrationPlan, budget_usd: float | None, cap_usd: float) -> float:
+    """The spend limit of the run's batch: ``budget_usd`` when given, else the cap. N items × K repeats
+    multiply fast (1000 × 20 is 20,000 judge calls), so a run estimated over the cap must ask for its
+    spend: without a budget it is refused (422 ``budget_required``, naming the estimate and the cap)."""
+    if budget_usd is not None:
+        return budget_usd
+    refusal = _over_cap(the_plan, cap_usd)
+    if refusal is not None:
+        raise BudgetRequired(
+            refusal, estimate_usd=round(the_plan.estimate.cost_usd, 4), cap_usd=cap_usd, setting=CAP_SETTING
+        )
+    return cap_usd
 
 
 def start(
