@@ -14,6 +14,7 @@ from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor, parse_duration, parse_ratelimit_headers
 from assay.scoring.judge.inflight import InProcessInFlight, RedisInFlight
 from assay.scoring.judge.loop import judge_loop
+from assay.scoring.judge.providers.registry import configured_routes
 from assay.scoring.judge.retry import RetryPolicy
 from assay.scoring.judge.rubrics import DEFAULT_ITEM_TEMPLATE, VerdictSpec, compose_template, rubric_verdict
 from assay.scoring.judge.service import JudgeDeferred, JudgeOutcome, JudgeRequest, cost_usd, run_judge
@@ -348,3 +349,14 @@ def test_concurrent_judgments_share_one_provider(provider_case):
         t.join()
     assert len(results) == 8 and all(r.verdict is not None for r in results)
     assert len(provider_case.fake.calls()["answered"]) == 8
+
+
+def test_the_dashboards_routes_are_the_ones_the_providers_use(fake_openai):
+    catalog = load_model_catalog(REPO_ROOT / "config")
+    provider = openai_provider(fake_openai)
+    try:
+        routes = configured_routes(catalog, env={"OPENAI_BASE_URL": fake_openai.api_base})
+    finally:
+        judge_loop().run(provider.close())
+    assert provider.route("gpt-4.1-mini") in routes and "claude-haiku-5-5" in routes
+    assert "openai@api.openai.com:gpt-5-mini" in configured_routes(catalog, env={})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
 
 from assay.scoring.judge.inflight import InFlight, InProcessInFlight, RedisInFlight
 from assay.scoring.judge.providers.base import Provider
@@ -77,6 +78,22 @@ def build_registry(
             client = openai_chat.make_client(key, config.base_url, timeout)
             providers[name] = openai_chat.OpenAIProvider(name, config, client, cap)
     return ProviderRegistry(providers, missing)
+
+
+def configured_routes(catalog: ModelCatalog, env: Mapping[str, str] | None = None) -> list[str]:
+    """The route of every priced model as the workers build it, without building a client (the
+    dashboard lists them): the model's name for Anthropic, ``provider@host:model`` for the others,
+    whose endpoint is ``base_url``, else the SDK's ``OPENAI_BASE_URL``, else the OpenAI API."""
+    env = os.environ if env is None else env
+    routes = []
+    for name, model in sorted(catalog.models.items()):
+        config = catalog.providers[model.provider]
+        if config.type == "anthropic":
+            routes.append(name)
+        else:
+            base_url = config.base_url or env.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+            routes.append(f"{model.provider}@{urlsplit(base_url).netloc}:{name}")
+    return routes
 
 
 def _no_key_reason(name: str, config: ProviderConfig) -> str:
