@@ -42,15 +42,14 @@ from pydantic import BaseModel
 
 from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
-from assay.scoring.judge.service import (
-    JudgeRequest,
+from assay.scoring.judge.providers.anthropic_messages import (
+    AnthropicProvider,
+    answer_of,
     make_batch_client,
     make_client,
     output_config_for,
-    read_answer,
-    run_judge,
-    usage_of,
 )
+from assay.scoring.judge.service import JudgeRequest, read_answer, run_judge
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline.components import cache_read_ratio
 from assay.scoring.pipeline.scorer import judge_inputs_for, render_judge_prompt
@@ -161,7 +160,7 @@ async def realtime_lane(suite: Suite, items: list[BaseModel], catalog: ModelCata
                 inputs=inputs,
                 verdict_model=judge.verdict.model,
             ),
-            client=client,
+            provider=AnthropicProvider("anthropic", client),
             breaker=breaker,
             governor=governor,
             price=price,
@@ -206,10 +205,10 @@ def batch_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base
         if result.result.type != "succeeded":
             continue  # the batch lane would send it realtime; the fake is not scripted to fail any
         message = result.result.message
-        usage = usage_of(message)
+        usage = answer_of(message).usage
         lane.calls += 1
         lane.add(usage, cost_usd(usage, price) * price.batch_discount)  # as apply_results prices it
-        _, answer, _ = read_answer(message, verdict, judge.max_tokens)
+        _, answer, _ = read_answer(answer_of(message), verdict, judge.max_tokens)
         lane.verdicts += answer is not None
     lane.seconds = time.perf_counter() - started
     client.close()

@@ -118,7 +118,7 @@ def fake_judge() -> Iterator[object]:
 
 
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_",))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
     env.update(TEST_ENV)
     # Each worker gets its own judge breaker and rate window, so one test's judgments never hold up
     # another's; a test that needs workers to share them passes the same prefix explicitly.

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def judge_runtime() -> JudgeRuntime:
-    """The process's judge runtime (client, breaker, governor, catalog), made after fork."""
+    """The process's judge runtime (providers, breaker, governor, catalog), made after fork."""
     return _runtime.get()
 
 
@@ -63,7 +63,7 @@ def _build_batch_client() -> Any:
     key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
     if not key:
         return None
-    from assay.scoring.judge.service import make_batch_client
+    from assay.scoring.judge.providers.anthropic_messages import make_batch_client
 
     return make_batch_client(key, settings.anthropic_base_url, timeout=120.0)
 
@@ -71,18 +71,17 @@ def _build_batch_client() -> Any:
 def _build() -> JudgeRuntime:
     settings = get_settings()
     catalog = load_model_catalog(settings.config_dir)
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-    if not key:
-        # No key: the judge component is skipped (the score is partial), so no client is needed.
-        return JudgeRuntime(client=None, breaker=None, governor=None, catalog=catalog)
     from assay.scoring.judge.retry import RetryPolicy
-    from assay.scoring.judge.service import make_client
-    from assay.scoring.judge.wiring import build_breaker, build_governor
+    from assay.scoring.judge.wiring import build_breaker, build_governor, build_providers
 
+    # A provider without its key is left out: its judge components are skipped (the score is partial).
+    providers = build_providers(settings, catalog)
+    if not providers:
+        return JudgeRuntime(providers=providers, breaker=None, governor=None, catalog=catalog)
     return JudgeRuntime(
-        client=make_client(key, settings.anthropic_base_url, timeout=120.0),
+        providers=providers,
         breaker=build_breaker(settings),
-        governor=build_governor(settings, catalog),
+        governor=build_governor(settings, catalog, providers),
         catalog=catalog,
         policy=RetryPolicy(backoff_base_seconds=settings.judge_backoff_base_seconds),
     )

@@ -229,16 +229,17 @@ def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
     """The judge runtime for one group's calls: they ask the breaker and the governor once per model
     (``GroupGate``), not one by one."""
     runtime = judge_runtime()
-    if runtime.client is None or runtime.breaker is None or runtime.governor is None:
+    if not runtime.providers or runtime.breaker is None or runtime.governor is None:
         return runtime
-    calls: Counter[str] = Counter()
+    calls: Counter[str] = Counter()  # by route: the breaker's and governor's key
     for ref, work in works.items():
         spec = work.criteria.components.get(ref.component)
         if spec is None or not spec.is_judge:
             continue
-        model = getattr(spec.judge, "model", None) or getattr(work.criteria.judge, "model", None)
-        if model:
-            calls[model] += 1
+        judge = work.criteria.judge_for(ref.component)
+        provider = runtime.providers.get(judge.provider)
+        if provider is not None:
+            calls[provider.route(judge.model)] += 1
     gate = GroupGate(runtime.breaker, runtime.governor, calls)
     return dataclasses.replace(runtime, breaker=gate, governor=gate)
 

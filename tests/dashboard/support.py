@@ -36,7 +36,8 @@ def post_sign_in(client: Any, key: str = API_KEY, next_path: str = "/dashboard/"
 
 def judge_runtime(base_url: str) -> Any:
     from assay.scoring.judge.retry import RetryPolicy
-    from assay.scoring.judge.service import make_client
+    from assay.scoring.judge.providers.anthropic_messages import AnthropicProvider, make_client
+    from assay.scoring.judge.providers.registry import ProviderRegistry
     from assay.scoring.judge.wiring import build_breaker, build_governor
     from assay.scoring.pipeline.scorer import JudgeRuntime
     from assay.scoring.suites.loader import load_model_catalog
@@ -44,10 +45,11 @@ def judge_runtime(base_url: str) -> Any:
 
     settings = get_settings()
     catalog = load_model_catalog(settings.config_dir)
+    providers = ProviderRegistry({"anthropic": AnthropicProvider("anthropic", make_client("test-key", base_url, timeout=30.0))})
     return JudgeRuntime(
-        client=make_client("test-key", base_url, timeout=30.0),
+        providers=providers,
         breaker=build_breaker(settings),
-        governor=build_governor(settings, catalog),
+        governor=build_governor(settings, catalog, providers),
         catalog=catalog,
         policy=RetryPolicy(backoff_base_seconds=0.01),
     )

@@ -490,6 +490,7 @@ def criteria_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> 
 @router.get("/judge", response_class=HTMLResponse)
 def judge_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> HTMLResponse:
     from assay import observability
+    from assay.scoring.judge.providers.registry import configured_routes
     from assay.scoring.judge.wiring import build_breaker
     from assay.scoring.suites.loader import load_model_catalog
 
@@ -500,7 +501,7 @@ def judge_page(request: Request, who: Annotated[Viewer, Depends(viewer)]) -> HTM
     except Exception as exc:  # show what is down rather than fail the page
         rows, error = {}, f"cannot read the breaker state: {type(exc).__name__}: {exc}"
     try:
-        models = sorted(load_model_catalog(settings.config_dir).models)
+        models = configured_routes(load_model_catalog(settings.config_dir))
     except Exception:
         models = []
     breakers = [rows.get(m) or {"model": m, "state": "closed", "failures": 0, "opened_at": None, "next_probe_at": None} for m in models]

@@ -4,8 +4,10 @@ The counting is the ``limits`` library's sliding-window counter (two counters pe
 of thousands of tokens is one increment, not thousands of entries), on Redis for the fleet
 (``RedisGovernor``) or in memory for the embedded mode (``InProcessGovernor``).
 
-The configured limits are a ceiling; the provider's ``anthropic-ratelimit-*`` response headers
-tighten them: a lower ``-limit`` replaces the configured one, and a ``-remaining`` that cannot cover
+The governor's keys are routes (provider, endpoint and model: ``Provider.route``), shared by the fleet.
+The configured limits are a ceiling; the provider's rate-limit response headers (Anthropic's
+``anthropic-ratelimit-*``, OpenAI's ``x-ratelimit-*``, both parsed into one ``_Observed`` per limit
+by ``parse_ratelimit_headers``) tighten them: a lower ``-limit`` replaces the configured one, and a ``-remaining`` that cannot cover
 the next request holds every worker back until the header's ``-reset``. A 429 is the provider saying
 "slower" outright: ``hold`` keeps every worker's calls to that model back for its ``retry-after``
 (a rate limit is backpressure, so the circuit breaker never counts it). A hold is not extended by
@@ -16,6 +18,7 @@ again would stall it for as long as random 429s keep coming.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -95,7 +98,23 @@ def _parse_int(value: str | None) -> int | None:
         return None
 
 
-def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, _Observed]:
+# OpenAI's reset values are Go durations: "1s", "6m0s", "20ms", "1h2m3.5s".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(value: str | None) -> float | None:
+    """Seconds in a Go duration (OpenAI's ``x-ratelimit-reset-*``); None when it is not one."""
+    if not value:
+        return None
+    text = value.strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        return None
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+
+
+def _parse_anthropic(headers: Mapping[str, str]) -> dict[str, _Observed]:
     observed = {}
     for dimension, name in _HEADER_DIMENSIONS.items():
         base = f"anthropic-ratelimit-{name}"
@@ -106,6 +125,31 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, _Observed]:
         )
         if found != _Observed(None, None, None):
             observed[dimension] = found
+    return observed
+
+
+def _parse_openai(headers: Mapping[str, str], now: float) -> dict[str, _Observed]:
+    """OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (tokens: prompt plus
+    max_tokens, which the judge's admission counts the same way)."""
+    observed = {}
+    for dimension in ("requests", "tokens"):
+        reset = parse_duration(headers.get(f"x-ratelimit-reset-{dimension}"))
+        found = _Observed(
+            _parse_int(headers.get(f"x-ratelimit-limit-{dimension}")),
+            _parse_int(headers.get(f"x-ratelimit-remaining-{dimension}")),
+            now + reset if reset is not None else None,
+        )
+        if found != _Observed(None, None, None):
+            observed[dimension] = found
+    return observed
+
+
+def parse_ratelimit_headers(headers: Mapping[str, str], now: float | None = None) -> dict[str, _Observed]:
+    """What a response's rate-limit headers say, whichever provider sent them (their names differ, so
+    one parser serves every provider and the governor reads one structure)."""
+    observed = _parse_anthropic(headers)
+    if not observed:
+        observed = _parse_openai(headers, time.time() if now is None else now)
     return observed
 
 

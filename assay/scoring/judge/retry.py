@@ -4,7 +4,8 @@
 passing trouble (retry it) or a problem that another attempt cannot fix (fail the component at once).
 Of the transient ones, ``is_rate_limited`` (a 429) is backpressure for the rate governor and
 ``is_outage`` (the rest) counts against the circuit breaker. The SDK's own ``max_retries`` is 0 so
-retries don't multiply.
+retries don't multiply. Both SDKs the providers use (anthropic, openai) raise errors of the same shape
+(``APIStatusError`` with the response, ``APIConnectionError``), so one policy serves every provider.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import anthropic
+import openai
 import tenacity
 
 # Error codes the API puts in ``error.details.error_code`` when a 429 means "out of money", not
@@ -24,6 +26,12 @@ import tenacity
 SPEND_LIMIT_ERROR_CODES = frozenset(
     {"enforced_spend_limit_reached", "contract_spend_limit_reached", "linked_organization_spend_limit_reached"}
 )
+# What a provider's SDK raises: an HTTP answer that is an error, no answer at all, and either.
+STATUS_ERRORS: tuple[type[Exception], ...] = (anthropic.APIStatusError, openai.APIStatusError)
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (anthropic.APIConnectionError, openai.APIConnectionError)
+API_ERRORS: tuple[type[Exception], ...] = (anthropic.APIError, openai.APIError)
+# OpenAI's error code for a 429 that means "out of credit" (not "too fast").
+OPENAI_QUOTA_CODES = frozenset({"insufficient_quota"})
 # 408 and 409 are retried by the SDK's own policy too; every other 4xx is the request's fault.
 _TRANSIENT_4XX = frozenset({408, 409, 429})
 # Error types that may arrive on an HTTP 200 (an ``error`` event in the middle of a stream).
@@ -32,8 +40,10 @@ _TRANSIENT_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit
 
 def is_spend_limit(exc: BaseException) -> bool:
     """A 429 saying the organisation's spend limit is reached (by error code, or by message from proxies)."""
-    if not isinstance(exc, anthropic.APIStatusError) or exc.status_code != 429:
+    if not isinstance(exc, STATUS_ERRORS) or exc.status_code != 429:
         return False
+    if isinstance(exc, openai.APIStatusError):
+        return exc.code in OPENAI_QUOTA_CODES
     if exc.error_code in SPEND_LIMIT_ERROR_CODES:
         return True
     return "spend limit" in (exc.api_message or exc.message or "").lower()
@@ -46,9 +56,9 @@ def is_transient(exc: BaseException) -> bool:
     connection errors and timeouts. Not transient: 400, 401, 403, 404, 413, other 4xx, a spend-limit
     429, and anything that is not an API error (our own bugs must surface, not be retried).
     """
-    if isinstance(exc, anthropic.APIConnectionError):  # APITimeoutError is a subclass
+    if isinstance(exc, CONNECTION_ERRORS):  # APITimeoutError is a subclass
         return True
-    if not isinstance(exc, anthropic.APIStatusError):
+    if not isinstance(exc, STATUS_ERRORS):
         return False
     status = exc.status_code
     if status >= 500:
@@ -63,7 +73,7 @@ def is_rate_limited(exc: BaseException) -> bool:
     """A 429 (or a streamed ``rate_limit_error``) asking us to slow down: backpressure, which the rate
     governor answers by holding the fleet back; never counted as an outage by the circuit breaker. A
     spend-limit 429 is not one (it is not transient at all)."""
-    if not isinstance(exc, anthropic.APIStatusError) or is_spend_limit(exc):
+    if not isinstance(exc, STATUS_ERRORS) or is_spend_limit(exc):
         return False
     return exc.status_code == 429 or (exc.status_code < 400 and exc.type == "rate_limit_error")
 
@@ -95,7 +105,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
 
 
 def exception_retry_after(exc: BaseException | None) -> float | None:
-    if isinstance(exc, anthropic.APIStatusError):
+    if isinstance(exc, STATUS_ERRORS):
         return retry_after_seconds(exc.response.headers)
     return None
 

@@ -1,4 +1,6 @@
-"""The judge: one item's verdict from Claude, through the circuit breaker, the rate governor and retries.
+"""The judge: one item's verdict from a judge model, through the circuit breaker, the rate governor,
+the provider's cap on calls in flight and retries. The model is reached through its provider
+(``judge/providers``: Anthropic, or any OpenAI-compatible API); everything here is the same for all.
 
 ``run_judge`` returns a ``JudgeOutcome`` with a validated verdict or the reason there is none, and
 raises nothing but ``JudgeDeferred`` (the provider cannot take the call now: re-queue the item later
@@ -8,24 +10,25 @@ without burning its attempts). A bad answer gets one repair call; it is never cl
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
 import pydantic
 import redis
-from anthropic.types import Message
 
 from assay import observability
 from assay.scoring.judge.breaker import Breaker, BreakerOpen
-from assay.scoring.judge.governor import Governor, estimate_tokens
-from assay.scoring.judge.loop import judge_loop
+from assay.scoring.judge.governor import MIN_WAIT_SECONDS, Governor, estimate_tokens
+from assay.scoring.judge.inflight import LEASE_MARGIN_SECONDS
 from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
+from assay.scoring.judge.providers.base import Answer, Call, Provider
 from assay.scoring.judge.retry import (
+    API_ERRORS,
+    CONNECTION_ERRORS,
+    STATUS_ERRORS,
     RetryPolicy,
     exception_retry_after,
     is_outage,
@@ -47,6 +50,7 @@ class JudgeRequest:
     prompt_template: str
     inputs: dict[str, str]
     verdict_model: type[pydantic.BaseModel]
+    parameters: Mapping[str, Any] = field(default_factory=dict)  # temperature, seed, reasoning_effort, as set
 
 
 @dataclass(frozen=True)
@@ -85,38 +89,10 @@ class JudgeDeferred(Exception):
         return (type(self), (self.retry_in, self.reason), {"usage": self.usage, "cost_usd": self.cost_usd})
 
 
-def make_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-    """The realtime lane's SDK client, used on the judge loop (``judge/loop.py``). It sends through
-    aiohttp (the SDK's ``DefaultAioHttpClient``; its session is made on the loop, at the first call),
-    which spends about a third less CPU per call than httpx's connection pool with many calls in
-    flight. It never retries on its own: ``retry.py`` owns retries, so they don't multiply."""
-    client = anthropic.AsyncAnthropic(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=0,
-        http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
-    )
-    return judge_loop().own(client)
-
-
-def make_batch_client(api_key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
-    """The batch lane's SDK client: a few calls per beat tick, made from the tick's own thread."""
-    return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
-
-
-@functools.lru_cache(maxsize=64)
-def output_config_for(verdict_model: type[pydantic.BaseModel]) -> dict[str, Any]:
-    """The structured-output request: the verdict schema made strict the way ``messages.parse`` does it.
-
-    Cached per verdict model (a model's schema never changes in a process); callers must not mutate it."""
-    return {"format": {"type": "json_schema", "schema": anthropic.transform_schema(verdict_model)}}
-
-
 async def run_judge(
     request: JudgeRequest,
     *,
-    client: anthropic.AsyncAnthropic,
+    provider: Provider,
     breaker: Breaker,
     governor: Governor,
     price: ModelPrice,
@@ -136,7 +112,7 @@ async def run_judge(
         )
     except PromptError as exc:
         return JudgeOutcome(None, f"judge prompt: {exc.message}", None, dict.fromkeys(USAGE_FIELDS, 0), 0.0, 0)
-    return await _Judgment(request, prompt, client, breaker, governor, price, policy, sleep).run()
+    return await _Judgment(request, prompt, provider, breaker, governor, price, policy, sleep).run()
 
 
 # How soon a judgment deferred for an unreachable breaker/governor store is tried again.
@@ -162,7 +138,7 @@ class _Judgment:
 
     request: JudgeRequest
     prompt: JudgePrompt
-    client: anthropic.AsyncAnthropic
+    provider: Provider
     breaker: Breaker
     governor: Governor
     price: ModelPrice
@@ -172,10 +148,10 @@ class _Judgment:
     calls: int = 0
     last_answer: str | None = None
     repaired: bool = False
-    output_config: dict[str, Any] = field(init=False)
+    route: str = field(init=False)  # the breaker's and governor's key: provider, endpoint and model
 
     def __post_init__(self) -> None:
-        self.output_config = output_config_for(self.request.verdict_model)
+        self.route = self.provider.route(self.request.model)
 
     async def run(self) -> JudgeOutcome:
         messages: list[dict[str, Any]] = [{"role": "user", "content": self.prompt.user}]
@@ -183,17 +159,17 @@ class _Judgment:
             text, verdict, problem = self._read(await self._send(messages))
             if verdict is not None:
                 return self._outcome(verdict=verdict)
-            log.info("judge %s gave an unusable answer (%s); asking once for a repair", self.request.model, problem)
-            observability.judge_repair(self.request.model)
+            log.info("judge %s gave an unusable answer (%s); asking once for a repair", self.route, problem)
+            observability.judge_repair(self.route)
             self.repaired = True
             messages += _repair_turns(text, problem)
             text, verdict, problem = self._read(await self._send(messages))
             if verdict is not None:
                 return self._outcome(verdict=verdict)
-            log.warning("judge %s answer still unusable after the repair: %s", self.request.model, problem)
+            log.warning("judge %s answer still unusable after the repair: %s", self.route, problem)
             return self._outcome(failure=f"unusable answer after one repair attempt: {problem}", raw_output=text)
         except _CallFailed as exc:
-            log.warning("judge call to %s failed for good: %s", self.request.model, exc)
+            log.warning("judge call to %s failed for good: %s", self.route, exc)
             # A repair call that failed keeps the bad first answer for whoever looks at the score.
             return self._outcome(failure=str(exc), raw_output=self.last_answer)
 
@@ -201,53 +177,57 @@ class _Judgment:
         self, *, verdict: pydantic.BaseModel | None = None, failure: str | None = None, raw_output: str | None = None
     ) -> JudgeOutcome:
         spent = cost_usd(self.usage, self.price)
-        observability.judgment(self.request.model, "verdict" if verdict is not None else "failed")
+        observability.judgment(self.route, "verdict" if verdict is not None else "failed")
         return JudgeOutcome(verdict, failure, raw_output, dict(self.usage), spent, self.calls, self.repaired)
 
     def _deferred(self, retry_in: float, reason: str) -> JudgeDeferred:
-        observability.judgment(self.request.model, "deferred")
+        observability.judgment(self.route, "deferred")
         return JudgeDeferred(retry_in, reason, usage=dict(self.usage), cost_usd=cost_usd(self.usage, self.price))
 
-    async def _send(self, messages: list[dict[str, Any]]) -> Message:
-        tokens = estimate_tokens(self.prompt.system + "".join(m["content"] for m in messages))
+    async def _send(self, messages: list[dict[str, Any]]) -> Answer:
+        prompt_tokens = estimate_tokens(self.prompt.system + "".join(m["content"] for m in messages))
+        tokens = self.provider.admission_tokens(prompt_tokens, self.request.max_tokens)
         controller = retrying(self.policy, sleep=self.sleep)
         try:
             async for attempt in controller:
-                observability.judge_attempt(self.request.model, attempt.retry_state.attempt_number)
+                observability.judge_attempt(self.route, attempt.retry_state.attempt_number)
                 with attempt:
-                    message = await self._attempt(messages, tokens)
+                    answer = await self._attempt(messages, tokens)
         except BreakerOpen as exc:
-            observability.breaker_rejected(self.request.model)
+            observability.breaker_rejected(self.route)
             raise self._deferred(exc.retry_in, str(exc)) from exc
         except redis.RedisError as exc:
             # No permission from the breaker and governor, no call: wait for their store to come back.
             raise self._deferred(COORDINATION_RETRY_SECONDS, f"breaker/governor store unavailable: {exc}") from exc
-        except anthropic.APIError as exc:
+        except API_ERRORS as exc:
+            described = self.provider.describe_error(exc)
             if not is_transient(exc):
-                raise _CallFailed(describe_api_error(exc)) from exc
+                raise _CallFailed(described) from exc
             # Out of retries (or asked to wait longer than a worker should block): the provider's
             # trouble, not the item's, so the item is re-queued rather than failed.
             attempts = controller.statistics.get("attempt_number", 1)
             retry_in = exception_retry_after(exc) or self.policy.backoff(self.policy.max_retries + 1)
-            raise self._deferred(retry_in, f"{describe_api_error(exc)} (after {attempts} attempt(s))") from exc
-        return message
+            raise self._deferred(retry_in, f"{described} (after {attempts} attempt(s))") from exc
+        return answer
 
-    async def _attempt(self, messages: list[dict[str, Any]], tokens: int) -> Message:
-        model = self.request.model
+    async def _attempt(self, messages: list[dict[str, Any]], tokens: int) -> Answer:
+        model = self.route
         success_is_news = self.breaker.before_call(model)
         await self._wait_for_governor(tokens)
+        lease = await self._take_in_flight_slot()
         self.calls += 1
-        system = self.prompt.system_blocks()
+        call = Call(
+            self.request.model,
+            self.prompt,
+            messages,
+            self.request.max_tokens,
+            self.request.timeout_seconds,
+            self.request.verdict_model,
+            self.request.parameters,
+        )
         try:
-            raw = await self.client.messages.with_raw_response.create(
-                model=model,
-                max_tokens=self.request.max_tokens,
-                system=system if system else anthropic.omit,
-                messages=messages,  # type: ignore[arg-type]
-                output_config=self.output_config,  # type: ignore[arg-type]
-                timeout=self.request.timeout_seconds,
-            )
-        except anthropic.APIStatusError as exc:
+            answer = await self.provider.send(call)
+        except STATUS_ERRORS as exc:
             observability.judge_call(model, exc)
             _bookkeep(self.governor.observe_headers, model, exc.response.headers)
             if is_rate_limited(exc):
@@ -263,43 +243,69 @@ class _Judgment:
                 # of leaving it to expire.
                 _bookkeep(self.breaker.record_success, model)
             raise
-        except anthropic.APIConnectionError as exc:
+        except CONNECTION_ERRORS as exc:
             observability.judge_call(model, exc)
             _bookkeep(self.breaker.record_failure, model)
             raise
-        _bookkeep(self.governor.observe_headers, model, raw.headers)
+        finally:
+            if lease is not None:
+                _bookkeep(self._give_in_flight_slot, lease)
+        _bookkeep(self.governor.observe_headers, model, answer.headers)
         if success_is_news:
             _bookkeep(self.breaker.record_success, model)
-        observability.judge_call(model, raw)
-        message = await raw.parse()
-        for name, tokens in usage_of(message).items():
+        observability.judge_call(model, answer.raw)
+        for name, tokens in answer.usage.items():
             self.usage[name] += tokens
-        observability.judge_usage(model, message.usage, self.price)
-        return message
+        observability.judge_usage(model, answer.usage, self.price)
+        return answer
 
     async def _wait_for_governor(self, tokens: int) -> None:
         waited = 0.0
-        while (wait := self.governor.acquire(self.request.model, tokens)) > 0:
+        while (wait := self.governor.acquire(self.route, tokens)) > 0:
             if waited + wait > self.policy.max_inline_wait_seconds:
-                raise self._deferred(wait, f"rate governor: {self.request.model} is at its rate limit")
-            observability.governor_wait(self.request.model, wait)
+                raise self._deferred(wait, f"rate governor: {self.route} is at its rate limit")
+            observability.governor_wait(self.route, wait)
             await self.sleep(wait)
             waited += wait
 
-    def _read(self, message: Message) -> tuple[str, pydantic.BaseModel | None, str | None]:
-        text, verdict, problem = read_answer(message, self.request.verdict_model, self.request.max_tokens)
+    async def _take_in_flight_slot(self) -> str | None:
+        """A lease on one of the provider's fleet-wide call slots (``max_in_flight``), waited for up to
+        the policy's inline wait; past it the judgment is deferred, spending no attempt."""
+        in_flight = self.provider.in_flight
+        if in_flight is None:
+            return None
+        waited = 0.0
+        ttl = self.request.timeout_seconds + LEASE_MARGIN_SECONDS
+        while (lease := in_flight.take(ttl)) is None:
+            if waited + MIN_WAIT_SECONDS > self.policy.max_inline_wait_seconds:
+                raise self._deferred(
+                    MIN_WAIT_SECONDS * 20, f"{self.provider.name} has {in_flight.limit} call(s) in flight (max_in_flight)"
+                )
+            observability.governor_wait(self.route, MIN_WAIT_SECONDS)
+            await self.sleep(MIN_WAIT_SECONDS)
+            waited += MIN_WAIT_SECONDS
+        return lease
+
+    def _give_in_flight_slot(self, lease: str) -> None:
+        assert self.provider.in_flight is not None
+        self.provider.in_flight.give(lease)
+
+    def _read(self, answer: Answer) -> tuple[str, pydantic.BaseModel | None, str | None]:
+        text, verdict, problem = read_answer(answer, self.request.verdict_model, self.request.max_tokens)
         self.last_answer = text
         return text, verdict, problem
 
 
 def read_answer(
-    message: Message, verdict_model: type[pydantic.BaseModel], max_tokens: int
+    answer: Answer, verdict_model: type[pydantic.BaseModel], max_tokens: int
 ) -> tuple[str, pydantic.BaseModel | None, str | None]:
     """The answer's text and either its validated verdict or what is wrong with it (both lanes)."""
-    text = "".join(block.text for block in message.content if block.type == "text")
-    if message.stop_reason == "max_tokens":
+    text = answer.text
+    if answer.stop == "max_tokens":
+        if not text.strip():
+            return text, None, f"the answer was cut off at max_tokens={max_tokens} before any text (reasoning used it up)"
         return text, None, f"the answer was cut off at max_tokens={max_tokens}"
-    if message.stop_reason == "refusal":
+    if answer.stop == "refusal":
         return text, None, "the model refused to answer"
     try:
         json.loads(text)
@@ -311,10 +317,6 @@ def read_answer(
     except pydantic.ValidationError as exc:
         return text, None, f"the answer does not match the verdict schema: {_validation_summary(exc)}"
     return text, verdict, None
-
-
-def usage_of(message: Message) -> dict[str, int]:
-    return {name: getattr(message.usage, name, None) or 0 for name in USAGE_FIELDS}
 
 
 def _repair_turns(bad_answer: str, problem: str | None) -> list[dict[str, Any]]:
@@ -337,14 +339,3 @@ def _validation_summary(exc: pydantic.ValidationError, limit: int = 5) -> str:
     if exc.error_count() > limit:
         parts.append(f"and {exc.error_count() - limit} more")
     return "; ".join(parts)
-
-
-def describe_api_error(exc: anthropic.APIError) -> str:
-    if isinstance(exc, anthropic.APITimeoutError):
-        return "anthropic request timed out"
-    if isinstance(exc, anthropic.APIConnectionError):
-        return f"anthropic connection error: {exc.message}"
-    if isinstance(exc, anthropic.APIStatusError):
-        kind = f" {exc.type}" if exc.type else ""
-        return f"anthropic {exc.status_code}{kind}: {exc.api_message or exc.message}"
-    return f"anthropic error: {exc.message}"

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class JudgeRuntime:
     """Everything a judge call needs, built once per worker process (after fork)."""
 
-    client: Any | None  # anthropic.AsyncAnthropic, used on the judge loop; None when no API key is configured
+    providers: Any | None  # judge.providers.registry.ProviderRegistry: the providers this process can call
     breaker: Any
     governor: Any
     catalog: ModelCatalog
@@ -172,7 +172,7 @@ def _judge_inputs(judge: ResolvedJudge, kind: Kind, item: BaseModel, catalog: Mo
         verdict_model=judge.verdict.model,
         model=judge.model,
         max_tokens=judge.max_tokens,
-        context_window=catalog.models[judge.model].context_window,
+        context_window=catalog.price(judge.provider, judge.model).context_window,
     )
 
 
@@ -190,7 +190,7 @@ def render_judge_prompt(
         inputs,
         judge.verdict.model,
         model=judge.model,
-        min_cacheable_tokens=catalog.models[judge.model].min_cacheable_tokens,
+        min_cacheable_tokens=catalog.price(judge.provider, judge.model).min_cacheable_tokens,
     )
     return prompt, notes
 
@@ -198,16 +198,22 @@ def render_judge_prompt(
 async def judge_component(work: WorkUnit, runtime: JudgeRuntime | None) -> ComponentResult:
     """Judge component ``work.ref.component`` of one item, on the judge loop. Raises ``JudgeDeferred``
     when the judge must wait (breaker open, rate limit)."""
-    if runtime is None or runtime.client is None:
-        return ComponentResult.skipped("no Anthropic API key is configured: the judge was not run")
     from assay.scoring.judge.service import JudgeRequest, run_judge
 
     try:
         judge = work.criteria.judge_for(work.ref.component)
-        inputs, notes = _judge_inputs(judge, work.kind, work.item, runtime.catalog)
     except AssayError as exc:
         return ComponentResult.failed(exc.message, dict(exc.details))
-    price = runtime.catalog.models[judge.model]
+    if runtime is None or not runtime.providers or runtime.providers.get(judge.provider) is None:
+        registry = runtime.providers if runtime is not None else None
+        reason = registry.why_missing(judge.provider) if registry is not None else "no judge provider is configured"
+        return ComponentResult.skipped(reason)
+    provider = runtime.providers.get(judge.provider)
+    try:
+        inputs, notes = _judge_inputs(judge, work.kind, work.item, runtime.catalog)
+        price = runtime.catalog.price(judge.provider, judge.model)
+    except AssayError as exc:
+        return ComponentResult.failed(exc.message, dict(exc.details))
     outcome = await run_judge(
         JudgeRequest(
             model=judge.model,
@@ -216,8 +222,9 @@ async def judge_component(work: WorkUnit, runtime: JudgeRuntime | None) -> Compo
             prompt_template=judge.template,
             inputs=inputs,
             verdict_model=judge.verdict.model,
+            parameters=judge.parameters,
         ),
-        client=runtime.client,
+        provider=provider,
         breaker=runtime.breaker,
         governor=runtime.governor,
         price=price,
@@ -241,6 +248,13 @@ def verdict_result(
 ) -> ComponentResult:
     """A validated verdict of ``judge`` as its component's result (realtime and batch lanes alike)."""
     score, details = judge.verdict.score(verdict)
+    # The provider is stated beside the model only when it is not the default, so the details of
+    # Anthropic judgments read as they always did.
+    provider = {} if judge.provider == "anthropic" else {"provider": judge.provider}
     return ComponentResult(
-        "ok", min(1.0, max(0.0, score)), {**notes, **details, "model": judge.model, "calls": calls}, usage=usage, cost_usd=cost_usd
+        "ok",
+        min(1.0, max(0.0, score)),
+        {**notes, **details, **provider, "model": judge.model, "calls": calls},
+        usage=usage,
+        cost_usd=cost_usd,
     )

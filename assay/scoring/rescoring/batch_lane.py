@@ -94,7 +94,7 @@ def prepare(
     """Build the next provider batch of one (batch, component): its row, its requests, its components
     pointed at it. An item that cannot be judged fails now (as on the realtime lane); a budget that
     cannot pay for more stops the batch (``stop_for_budget``) instead of sending."""
-    from assay.scoring.judge.service import output_config_for
+    from assay.scoring.judge.providers.anthropic_messages import output_config_for
     from assay.scoring.pipeline.scorer import render_judge_prompt
 
     # No lock on the batch row: landings need it, and one provider_batches task runs at a time.
@@ -135,7 +135,7 @@ def prepare(
             land(session, ref, ComponentResult.failed(exc.message, dict(exc.details)))
             prepared.failed += 1
             continue
-        price = catalog.models[judge.model]
+        price = catalog.price(judge.provider, judge.model)
         params: dict[str, Any] = {
             "model": judge.model,
             "max_tokens": judge.max_tokens,
@@ -259,7 +259,8 @@ def apply_results(
     session: Session, row_id: uuid.UUID, results: Iterable[Any], catalog: ModelCatalog
 ) -> list[ComponentRef]:
     """Land a chunk of a provider batch's results; returns components to send on the realtime lane."""
-    from assay.scoring.judge.service import cost_usd, read_answer, usage_of
+    from assay.scoring.judge.providers.anthropic_messages import answer_of
+    from assay.scoring.judge.service import cost_usd, read_answer
     from assay.scoring.pipeline.scorer import judge_inputs_for, verdict_result
 
     row = session.get(ProviderBatch, row_id)
@@ -293,11 +294,11 @@ def apply_results(
         except AssayError as exc:  # criteria are immutable, so prepare() saw this too; never crash the poll
             land(session, ref, ComponentResult.failed(exc.message))
             continue
-        price = catalog.models[judge.model]
-        message = result.result.message
-        usage = usage_of(message)
+        price = catalog.price(judge.provider, judge.model)
+        answer = answer_of(result.result.message)
+        usage = answer.usage
         cost = cost_usd(usage, price) * price.batch_discount
-        _text, verdict, problem = read_answer(message, judge.verdict.model, judge.max_tokens)
+        _text, verdict, problem = read_answer(answer, judge.verdict.model, judge.max_tokens)
         if verdict is None:
             # The realtime lane asks again (with its one repair); this answer's price stays on the books.
             _to_realtime(session, ref, f"batch lane answer unusable ({problem}); sent to the realtime lane", usage, cost)

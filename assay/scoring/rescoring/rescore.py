@@ -186,7 +186,7 @@ def estimate(
         if left <= 0:
             continue
         judge = criteria.judge_for(name)
-        price = catalog.models[judge.model]
+        price = catalog.price(judge.provider, judge.model)
         system_tokens, user_tokens, unusable = _sample_prompt_tokens(criteria, name, kind, sampled, catalog)
         if unusable:
             notes.append(f"{name}: {unusable} sampled item(s) cannot be judged as stored (they will fail, not spend)")

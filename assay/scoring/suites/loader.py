@@ -2,12 +2,13 @@
 
 Criteria are what decides a score: prompt text, verdict schema, weights, metric arguments and
 versions (and a plug-in metric's distribution and version), judge models, max tokens, field mapping,
-threshold. (The installed anthropic SDK speaks an API version with no sampling parameters, so there is
-no temperature to configure or hash; see README.) Operational settings (enabled flags, timeouts,
-concurrency, keys, URLs) live beside them in the file but stay out of the hash.
+threshold, and a judge's provider and the request parameters its model takes (``temperature``,
+``seed``, ``reasoning_effort``; the Anthropic API version of the installed SDK takes none of them).
+Operational settings (enabled flags, timeouts, concurrency, keys, URLs, provider limits) live beside
+them or in ``config/models.yaml`` but stay out of the hash.
 
 Optional criteria fields added after a suite's hash was first taken (``fields``, a component's
-``plugin`` and ``min_score``) are left out of the canonical JSON while unset, so older criteria dump,
+``plugin`` and ``min_score``, a judge's request parameters) are left out of the canonical JSON while unset, so older criteria dump,
 and hash, byte for byte as they always did (tests/scoring/test_criteria_pins.py).
 
 A suite has judge components of two forms, any mix of them with metrics:
@@ -27,7 +28,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +56,13 @@ from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
 from assay.scoring.suites.envsubst import substitute_tree
+from assay.scoring.suites.providers import (
+    JUDGE_PARAMETERS,
+    REFUSED_PARAMETERS,
+    ProviderConfig,
+    ReasoningEffort,
+    check_parameters,
+)
 from assay.scoring.suites.yaml_reader import load_suite_yaml
 
 CRITERIA_SCHEMA_VERSION = 1
@@ -70,10 +78,28 @@ def _without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]
     return {k: v for k, v in data.items() if not (k in keys and v is None)}
 
 
-class RubricJudge(_Strict):
+class _JudgeParameters(_Strict):
+    """A judge's request parameters, where its model takes them (criteria: they change the answers).
+    Unset ones stay out of the dump, so criteria written before they existed hash as they always did."""
+
+    temperature: float | None = Field(None, ge=0, le=2)
+    seed: int | None = None
+    reasoning_effort: ReasoningEffort | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        return _without_none(handler(self), JUDGE_PARAMETERS)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The parameters set, as the provider is sent them."""
+        return {name: getattr(self, name) for name in JUDGE_PARAMETERS if getattr(self, name) is not None}
+
+
+class RubricJudge(_JudgeParameters):
     """A judge component's own judge, resolved: everything its calls depend on (hashed)."""
 
-    provider: Literal["anthropic"] = "anthropic"
+    provider: str = "anthropic"
     model: str
     max_tokens: int = Field(..., gt=0, le=64_000)
     rubric: str = Field(..., min_length=1)
@@ -125,12 +151,13 @@ class ResolvedJudge:
     max_tokens: int
     template: str  # what render_prompt fills
     verdict: VerdictType
+    parameters: dict[str, Any] = field(default_factory=dict)  # temperature, seed, reasoning_effort, as set
 
 
-class JudgeCriteria(_Strict):
+class JudgeCriteria(_JudgeParameters):
     """The suite-level judge section, judging the ``judge: true`` component."""
 
-    provider: Literal["anthropic"] = "anthropic"
+    provider: str = "anthropic"
     model: str
     max_tokens: int = Field(..., gt=0, le=64_000)
     prompt: str = Field(..., min_length=1)
@@ -186,11 +213,25 @@ class Criteria(_Strict):
         if isinstance(spec.judge, RubricJudge):
             rubric = spec.judge
             return ResolvedJudge(
-                component, rubric.provider, rubric.model, rubric.max_tokens, rubric.template, rubric_verdict(rubric.verdict)
+                component,
+                rubric.provider,
+                rubric.model,
+                rubric.max_tokens,
+                rubric.template,
+                rubric_verdict(rubric.verdict),
+                rubric.parameters,
             )
         judge = self.judge
         assert judge is not None  # validated: judge: true needs the judge section
-        return ResolvedJudge(component, judge.provider, judge.model, judge.max_tokens, judge.prompt, named_verdict(judge.verdict))
+        return ResolvedJudge(
+            component,
+            judge.provider,
+            judge.model,
+            judge.max_tokens,
+            judge.prompt,
+            named_verdict(judge.verdict),
+            judge.parameters,
+        )
 
     def component_fingerprint(self, component: str) -> str:
         """SHA-256 of everything ``component``'s result depends on besides the item: equal fingerprints
@@ -307,36 +348,79 @@ class ModelPrice(_Strict):
     # Operational limits for the shared rate governor (your account's tier), not prices.
     requests_per_minute: int = Field(50, ge=1)
     input_tokens_per_minute: int = Field(30_000, ge=1)
-
-
-class ProviderConfig(_Strict):
-    default_model: str
+    # The request parameters the model takes (reasoning models take reasoning_effort, not temperature).
+    parameters: list[Literal["temperature", "seed", "reasoning_effort"]] = Field(default_factory=list)
 
 
 class ModelCatalog(_Strict):
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelPrice]
 
+    @model_validator(mode="after")
+    def _models_have_providers(self) -> ModelCatalog:
+        orphans = sorted(name for name, m in self.models.items() if m.provider not in self.providers)
+        if orphans:
+            raise ValueError(f"models {orphans} name a provider that providers: does not configure")
+        return self
+
+    def provider(self, name: str) -> ProviderConfig:
+        if name not in self.providers:
+            raise CriteriaError(f"unknown judge provider {name!r}; known: {', '.join(sorted(self.providers))}")
+        return self.providers[name]
+
     def resolve(self, provider: str, model: str) -> str:
         """An empty model means the provider's default; the result is a concrete, known, current name."""
-        if provider not in self.providers:
-            raise CriteriaError(f"unknown judge provider {provider!r}; known: {', '.join(sorted(self.providers))}")
-        name = model.strip() or self.providers[provider].default_model
-        if name in _deprecated_models():
+        config = self.provider(provider)
+        name = model.strip() or config.default_model
+        deprecated = _deprecated_models(config)
+        if name in deprecated:
+            raise CriteriaError(f"judge model {name!r} is deprecated (end of life {deprecated[name]}); pick a current one")
+        known = self.models.get(name)
+        if known is not None and known.provider != provider:
+            raise CriteriaError(f"judge model {name!r} is served by provider {known.provider!r}, not {provider!r}")
+        if known is None and not config.any_model:
+            served = sorted(n for n, m in self.models.items() if m.provider == provider)
             raise CriteriaError(
-                f"judge model {name!r} is deprecated (end of life {_deprecated_models()[name]}); pick a current one"
-            )
-        if name not in self.models:
-            raise CriteriaError(
-                f"judge model {name!r} has no price in config/models.yaml; known: {', '.join(sorted(self.models))}"
+                f"judge model {name!r} has no price in config/models.yaml; known for {provider}: {', '.join(served)}"
             )
         return name
 
+    def price(self, provider: str, model: str) -> ModelPrice:
+        """What ``model`` costs and may do: its entry in ``models:``, or, on a provider that serves any
+        model (a local server), nothing at the provider's limits."""
+        known = self.models.get(model)
+        if known is not None and known.provider == provider:
+            return known
+        config = self.provider(provider)
+        if not config.any_model:
+            raise CriteriaError(f"judge model {model!r} of provider {provider!r} is not in config/models.yaml")
+        return ModelPrice(
+            provider=provider,
+            input_per_mtok=0,
+            output_per_mtok=0,
+            cache_write_per_mtok=0,
+            cache_read_per_mtok=0,
+            context_window=config.context_window,
+            min_cacheable_tokens=0,
+            requests_per_minute=config.requests_per_minute,
+            input_tokens_per_minute=config.input_tokens_per_minute,
+            parameters=list(config.parameters),
+        )
 
-def _deprecated_models() -> dict[str, str]:
-    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+    def check_parameters(self, provider: str, model: str, given: dict[str, Any]) -> None:
+        accepted = list(self.price(provider, model).parameters)
+        check_parameters(provider, self.provider(provider), model, accepted, given)
 
-    return DEPRECATED_MODELS
+
+def _deprecated_models(config: ProviderConfig) -> dict[str, Any]:
+    """The provider's retired models and their dates: the installed Anthropic SDK's list for the
+    anthropic type (its source of truth), and the list shipped in models.yaml for every provider."""
+    deprecated: dict[str, Any] = dict(config.deprecated)
+    if config.type == "anthropic":
+        from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+        deprecated.update(DEPRECATED_MODELS)
+    return deprecated
 
 
 @lru_cache(maxsize=8)
@@ -358,20 +442,28 @@ def load_model_catalog(config_dir: Path) -> ModelCatalog:
 
 
 def _no_sampling(data: Any) -> Any:
-    sampling = sorted({"temperature", "top_p", "top_k"} & set(data)) if isinstance(data, dict) else []
+    sampling = sorted(REFUSED_PARAMETERS & set(data)) if isinstance(data, dict) else []
     if sampling:
         raise ValueError(
-            f"{', '.join(sampling)}: the Anthropic API version of the installed SDK (2026-10-21) takes no "
-            "sampling parameters and rejects them; remove the key"
+            f"{', '.join(sampling)}: the judge sends no sampling parameters but temperature, seed and "
+            "reasoning_effort (where the model takes them); remove the key"
         )
     return data
 
 
 class _JudgeFileBase(_Strict):
-    """What every judge written in a suite file has: a provider and a model (empty: its default)."""
+    """What every judge written in a suite file has: a provider and a model (empty: its default), and
+    the request parameters its model takes (checked against the catalog when resolved)."""
 
     provider: str = "anthropic"
     model: str = ""
+    temperature: float | None = Field(None, ge=0, le=2)
+    seed: int | None = None
+    reasoning_effort: ReasoningEffort | None = None
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in JUDGE_PARAMETERS if getattr(self, name) is not None}
 
     @field_validator("model", mode="before")
     @classmethod
@@ -507,6 +599,8 @@ def parse_suite(
         )
     except ValidationError as exc:
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
+    if spec.rescore.lane == "batch":
+        _check_batch_lane(criteria, catalog, source)
     for rule in spec.review.disagreement:
         unknown = [name for name in rule.components if name not in criteria.components]
         if unknown:
@@ -523,6 +617,18 @@ def parse_suite(
         retention=spec.retention,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
+
+
+def _check_batch_lane(criteria: Criteria, catalog: ModelCatalog, source: str) -> None:
+    """The batch lane sends every judge component through its provider's batch API: refuse a suite
+    whose judge's provider has none now, not at 2 a.m. when the nightly run would need it."""
+    for name in criteria.judge_components:
+        provider = criteria.judge_for(name).provider
+        if not catalog.provider(provider).has_batch_api:
+            raise CriteriaError(
+                f"{source}: rescore.lane: batch, but judge provider {provider!r} (component {name!r}) has no batch "
+                "API (batch: false in config/models.yaml); use lane: realtime"
+            )
 
 
 def _refuse_server_inputs(text: str, raw: dict[str, Any], source: str) -> None:
@@ -598,8 +704,10 @@ def _resolve_judge(spec: _JudgeFile, catalog: ModelCatalog, files: Path | None) 
     else:
         prompt = spec.prompt or ""
     model = catalog.resolve(spec.provider, spec.model)
+    catalog.check_parameters(spec.provider, model, spec.parameters)
     return JudgeCriteria(
-        provider=spec.provider,  # type: ignore[arg-type]
+        **spec.parameters,
+        provider=spec.provider,
         model=model,
         max_tokens=spec.max_tokens,
         prompt=prompt,
@@ -635,11 +743,13 @@ def _resolve_rubric(name: str, spec: _RubricJudgeFile, catalog: ModelCatalog, fi
     prompt = DEFAULT_ITEM_TEMPLATE if spec.prompt is None else spec.prompt
     try:
         model = catalog.resolve(spec.provider, spec.model)
+        catalog.check_parameters(spec.provider, model, spec.parameters)
         template = compose_template(rubric, prompt, spec.verdict)
     except CriteriaError as exc:
         raise CriteriaError(f"{where}: {exc.message}") from exc
     return RubricJudge(
-        provider=spec.provider,  # type: ignore[arg-type]
+        **spec.parameters,
+        provider=spec.provider,
         model=model,
         max_tokens=spec.max_tokens,
         rubric=rubric,

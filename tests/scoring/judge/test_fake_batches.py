@@ -14,7 +14,7 @@ import pydantic
 import pytest
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse, MessageBatchSucceededResult
 
-from assay.scoring.judge.service import output_config_for
+from assay.scoring.judge.providers.anthropic_messages import output_config_for
 from assay.scoring.kinds.kql import KqlGrade
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.scoring.judge.conftest import MODEL

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from assay.scoring.judge.rubrics import VerdictSpec, rubric_verdict
-from assay.scoring.judge.service import output_config_for
+from assay.scoring.judge.providers.anthropic_messages import output_config_for
 from tests.fakes.anthropic_server import schema_answer
 from tests.scoring.judge.conftest import MODEL
 

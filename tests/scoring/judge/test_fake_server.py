@@ -17,7 +17,7 @@ import pydantic
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay.scoring.judge.service import output_config_for
+from assay.scoring.judge.providers.anthropic_messages import output_config_for
 from assay.scoring.kinds.kql import KqlGrade
 from assay.settings import REPO_ROOT
 from tests.fakes.anthropic_server import FakeAnthropic, FakeControl

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from assay.scoring.judge.rubrics import VerdictSpec, rubric_verdict
-from assay.scoring.judge.service import output_config_for
+from assay.scoring.judge.providers.anthropic_messages import output_config_for
 from tests.fakes.anthropic_server import out_of_range_answer, schema_answer
 from tests.scoring.judge.conftest import MODEL
 

@@ -12,7 +12,8 @@ import pytest
 from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor
 from assay.scoring.judge.loop import judge_loop
-from assay.scoring.judge.service import make_client
+from assay.scoring.judge.providers.anthropic_messages import AnthropicProvider, make_client
+from assay.scoring.judge.providers.registry import ProviderRegistry, build_registry, in_process_in_flight
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import MetricContext
 from assay.scoring.pipeline.components import ComponentRef
@@ -78,7 +79,7 @@ def criteria():
 def runtime(fake):
     client = make_client("test-key", fake.base_url, timeout=5.0)
     yield JudgeRuntime(
-        client=client,
+        providers=ProviderRegistry({"anthropic": AnthropicProvider("anthropic", client)}),
         breaker=InProcessBreaker(),
         governor=InProcessGovernor({}),
         catalog=load_model_catalog(CONFIG),
@@ -160,7 +161,11 @@ def test_the_rubric_is_in_the_cached_system_prompt_and_the_item_in_the_user_mess
 
 
 def test_without_a_key_every_judge_component_is_skipped(criteria):
-    runtime = JudgeRuntime(client=None, breaker=None, governor=None, catalog=load_model_catalog(CONFIG))
+    catalog = load_model_catalog(CONFIG)
+    providers = build_registry(
+        catalog, anthropic_key=None, anthropic_base_url=None, in_flight=in_process_in_flight(), env={}
+    )
+    runtime = JudgeRuntime(providers=providers, breaker=None, governor=None, catalog=catalog)
     for name in criteria.judge_components:
         result = compute(work(criteria, name), runtime)
         assert result.status == "skipped" and "no Anthropic API key" in result.reason

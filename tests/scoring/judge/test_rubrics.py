@@ -21,7 +21,8 @@ from assay.scoring.judge.rubrics import (
     fixed_text_after_first_placeholder,
     rubric_verdict,
 )
-from assay.scoring.judge.service import output_config_for, read_answer
+from assay.scoring.judge.providers.anthropic_messages import answer_of, output_config_for
+from assay.scoring.judge.service import read_answer
 
 SCALE = {"type": "scale", "min": 1, "max": 5}
 LABELS = {"type": "labels", "labels": {"good": 1, "partial": 0.5, "bad": 0}}
@@ -45,7 +46,7 @@ def judge_answer(raw_spec: dict[str, Any], answer: Any) -> tuple[BaseModel | Non
         id="msg_1", type="message", role="assistant", model="m", stop_reason="end_turn",
         content=[TextBlock(type="text", text=json.dumps(answer))], usage=Usage(input_tokens=1, output_tokens=1),
     )
-    _, verdict, problem = read_answer(message, rubric_verdict(spec(raw_spec)).model, 1024)
+    _, verdict, problem = read_answer(answer_of(message), rubric_verdict(spec(raw_spec)).model, 1024)
     return verdict, problem
 
 

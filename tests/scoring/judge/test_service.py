@@ -15,6 +15,7 @@ from assay.scoring.judge.breaker import BreakerOpen, InProcessBreaker, RedisBrea
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.prompt import render_prompt
+from assay.scoring.judge.providers.anthropic_messages import AnthropicProvider
 from assay.scoring.judge.retry import RetryPolicy
 from assay.scoring.judge.service import USAGE_FIELDS, JudgeDeferred, JudgeOutcome, JudgeRequest, cost_usd, run_judge
 from assay.scoring.kinds.kql import KqlGrade
@@ -66,7 +67,8 @@ def judge(judge_client, price):
         kwargs.setdefault("breaker", InProcessBreaker())
         kwargs.setdefault("governor", InProcessGovernor({}))
         kwargs.setdefault("policy", FAST_POLICY)
-        return judge_loop().run(run_judge(request, client=judge_client, price=price, **kwargs))
+        provider = AnthropicProvider("anthropic", judge_client)
+        return judge_loop().run(run_judge(request, provider=provider, price=price, **kwargs))
 
     return call
 

@@ -105,7 +105,11 @@ def judge_runtime() -> Any:
     from assay.scoring.pipeline.scorer import JudgeRuntime
     from assay.scoring.suites.loader import load_model_catalog
 
-    return JudgeRuntime(client=object(), breaker=None, governor=None, catalog=load_model_catalog(REPO / "config"))
+    from assay.scoring.judge.providers.registry import ProviderRegistry
+
+    # run_judge is stubbed in these tests: the provider is never called.
+    providers = ProviderRegistry({"anthropic": object()})  # type: ignore[dict-item]
+    return JudgeRuntime(providers=providers, breaker=None, governor=None, catalog=load_model_catalog(REPO / "config"))
 
 
 def run_refs(refs: list[Any]) -> None:

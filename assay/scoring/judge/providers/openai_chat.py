@@ -1,0 +1,129 @@
+"""OpenAI-compatible Chat Completions (the OpenAI API, vLLM, Ollama, ...), through the ``openai`` SDK.
+
+Servers differ in how they can be held to a schema, so each provider declares it
+(``structured_output``): ``json_schema`` sends the verdict schema as a strict ``response_format``;
+``json_object`` asks for JSON and ``prompt`` for nothing, both with the schema written into the
+system prompt. Either way the judge validates the answer against the verdict model and asks for one
+repair. OpenAI caches a long prompt prefix by itself: the system prompt comes first so it is one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+import pydantic
+from openai.lib._pydantic import to_strict_json_schema  # the SDK's own strict transform (pinned SDK)
+
+from assay.scoring.judge.inflight import InFlight
+from assay.scoring.judge.loop import judge_loop
+from assay.scoring.judge.providers.base import Answer, Call, Stop, describe_sdk_error
+from assay.scoring.suites.providers import ProviderConfig
+
+_STOPS: dict[str | None, Stop] = {"length": "max_tokens", "content_filter": "refusal"}
+
+
+def make_client(api_key: str, base_url: str | None, timeout: float) -> openai.AsyncOpenAI:
+    """As for Anthropic: aiohttp on the judge loop, no retries of the SDK's own."""
+    client = openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=0,
+        http_client=openai.DefaultAioHttpClient(timeout=timeout),
+    )
+    return judge_loop().own(client)
+
+
+@functools.lru_cache(maxsize=64)
+def response_format_for(verdict_model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """The strict ``json_schema`` response format of a verdict model (cached; callers must not mutate it)."""
+    schema = to_strict_json_schema(verdict_model)
+    return {"type": "json_schema", "json_schema": {"name": verdict_model.__name__, "schema": schema, "strict": True}}
+
+
+@functools.lru_cache(maxsize=64)
+def schema_instruction(verdict_model: type[pydantic.BaseModel]) -> str:
+    schema = json.dumps(verdict_model.model_json_schema(), indent=2, sort_keys=True)
+    return (
+        "Answer with only a JSON object that follows this JSON schema (every required field, every value "
+        f"within its stated range, no other fields, nothing before or after it):\n{schema}"
+    )
+
+
+def usage_of(usage: Any) -> dict[str, int]:
+    """OpenAI's usage in Assay's fields: cached prompt tokens are cache reads (OpenAI bills no cache
+    write); completion tokens include the reasoning tokens, billed as output."""
+    if usage is None:
+        return {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+    return {
+        "input_tokens": max(0, (usage.prompt_tokens or 0) - cached),
+        "output_tokens": usage.completion_tokens or 0,
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+    }
+
+
+def answer_of(completion: Any, headers: Any = None, raw: Any = None) -> Answer:
+    """A ChatCompletion (realtime or a batch result line) as an ``Answer``."""
+    choice = completion.choices[0] if completion.choices else None
+    message = choice.message if choice is not None else None
+    text = (message.content or "") if message is not None else ""
+    stop: Stop = _STOPS.get(choice.finish_reason if choice is not None else None, "end")
+    if message is not None and getattr(message, "refusal", None):
+        text, stop = message.refusal, "refusal"
+    return Answer(text, stop, usage_of(completion.usage), headers or {}, raw)
+
+
+class OpenAIProvider:
+    def __init__(
+        self, name: str, config: ProviderConfig, client: openai.AsyncOpenAI, in_flight: InFlight | None = None
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.client = client
+        self.in_flight = in_flight
+        # The endpoint the client really talks to (OPENAI_BASE_URL included), in every route key: two
+        # servers behind one provider name over time never share a breaker.
+        self.endpoint = urlsplit(str(client.base_url)).netloc
+
+    def route(self, model: str) -> str:
+        return f"{self.name}@{self.endpoint}:{model}"
+
+    def admission_tokens(self, prompt_tokens: int, max_tokens: int) -> int:
+        # OpenAI counts a request against its token limit by its prompt plus its max_tokens.
+        return prompt_tokens + max_tokens
+
+    def request(self, call: Call) -> dict[str, Any]:
+        """The Chat Completions body of ``call`` (the realtime lane and the batch lane's JSONL alike)."""
+        mode = self.config.structured_output
+        system = call.prompt.system
+        if mode != "json_schema":
+            system = f"{system}\n\n{schema_instruction(call.verdict_model)}" if system else schema_instruction(call.verdict_model)
+        messages = ([{"role": "system", "content": system}] if system else []) + list(call.messages)
+        body: dict[str, Any] = {
+            "model": call.model,
+            "messages": messages,
+            self.config.max_tokens_parameter: call.max_tokens,
+            **call.parameters,
+        }
+        if mode == "json_schema":
+            body["response_format"] = response_format_for(call.verdict_model)
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    async def send(self, call: Call) -> Answer:
+        raw = await self.client.chat.completions.with_raw_response.create(**self.request(call), timeout=call.timeout)
+        return answer_of(raw.parse(), raw.headers, raw)  # the openai SDK parses a raw response synchronously
+
+    def describe_error(self, exc: BaseException) -> str:
+        return describe_sdk_error(self.name, exc)
+
+    async def close(self) -> None:
+        await self.client.close()
