@@ -49,6 +49,24 @@ os.environ.pop("ANTHROPIC_API_KEY", None)
 os.environ.pop("ANTHROPIC_BASE_URL", None)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into node id suffixes
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (pytest-xdist), the tests of a module that use a module-scoped fixture
+    of ours (a sandbox executor, a scored validity set, a fake server) run on one worker, so the
+    fixture is built once rather than once on every worker that gets some of them."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        if fixtures is None or item.get_closest_marker("xdist_group"):
+            continue
+        shares_a_module_fixture = any(
+            definition.scope == "module" and definition.baseid  # baseid "": a plug-in's fixture
+            for definitions in fixtures.name2fixturedefs.values()
+            for definition in definitions
+        )
+        if shares_a_module_fixture:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 def _admin_exec(sql: str) -> None:
     import psycopg
 

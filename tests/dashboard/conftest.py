@@ -29,7 +29,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-_skipped: list[str] = []
+SKIP_MESSAGE = "BROWSER TESTS NOT RUN"
 
 
 def browser_missing() -> str | None:
@@ -46,19 +46,25 @@ def require_browser() -> None:
     reason = browser_missing()
     if reason is None:
         return
-    message = f"BROWSER TESTS NOT RUN: {reason}"
+    message = f"{SKIP_MESSAGE}: {reason}"
     if os.environ.get("ASSAY_REQUIRE_BROWSER") == "1":
         pytest.fail(f"{message} — and ASSAY_REQUIRE_BROWSER=1 makes that a failure", pytrace=False)
-    _skipped.append(message)
     warnings.warn(message, stacklevel=2)
     pytest.skip(message)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _skipped:
+    # Counted from the skip reports (longrepr: path, line, "Skipped: <message>"), which reach this
+    # process from every xdist worker.
+    reasons = [
+        report.longrepr[2].removeprefix("Skipped: ")
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and SKIP_MESSAGE in report.longrepr[2]
+    ]
+    if reasons:
         terminalreporter.section("browser tests skipped", sep="!", red=True, bold=True)
-        terminalreporter.line(_skipped[0], red=True, bold=True)
-        terminalreporter.line(f"{len(_skipped)} browser test(s) did not run. Set ASSAY_REQUIRE_BROWSER=1 to fail instead.", red=True)
+        terminalreporter.line(reasons[0], red=True, bold=True)
+        terminalreporter.line(f"{len(reasons)} browser test(s) did not run. Set ASSAY_REQUIRE_BROWSER=1 to fail instead.", red=True)
 
 
 @pytest.fixture

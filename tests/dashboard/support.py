@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -17,6 +16,7 @@ import httpx
 
 from tests.conftest import API_KEY, REPO, wait_for, worker_env
 from tests.dashboard.app_factory import make_app  # noqa: F401
+from tests.ports import free_port
 
 
 def site_origin(client: Any) -> str:
@@ -93,12 +93,6 @@ def score_refs(refs: list[Any], judge: Any = None) -> None:
 
 
 # --- the API as a subprocess ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -62,7 +62,11 @@ def scored_batch(signed_in, fake_judge):
 PAGES = ["/dashboard/", "/dashboard/sessions", "/dashboard/missing-tools", "/dashboard/criteria", "/dashboard/judge", "/dashboard/agreement"]
 
 
-@pytest.mark.parametrize("path", PAGES + [f"/dashboard/batches/{uuid.uuid4()}", f"/dashboard/items/{uuid.uuid4()}"])
+# Fixed ids, not uuid4(): test ids must be the same in every pytest-xdist worker's collection.
+NOBODYS = "5c9e2f4a-0d1b-4e7a-9c3f-8a6b2d1e0f47"
+
+
+@pytest.mark.parametrize("path", PAGES + [f"/dashboard/batches/{NOBODYS}", f"/dashboard/items/{NOBODYS}"])
 def test_no_page_without_sign_in(browser, path):
     r = browser.get(path)
     assert r.status_code == 303

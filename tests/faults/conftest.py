@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, REPO, TEST_ENV, wait_for, worker_env
+from tests.ports import free_port
 
 EXAMPLES = REPO / "examples" / "kql_items.jsonl"
 REDIS_SERVER = shutil.which("redis-server")
@@ -52,12 +52,6 @@ def _pg_bindir() -> str | None:
 
 
 PG_BINDIR = _pg_bindir()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def plain_pg_url(sqlalchemy_url: str) -> str:

@@ -105,9 +105,11 @@ def test_resamples_are_capped_by_the_work() -> None:
 
 def test_a_million_pairs_fit_in_a_request() -> None:
     diffs = np.random.default_rng(8).normal(0.01, 0.2, 1_000_000)
-    started = time.monotonic()
+    # CPU time, not wall time: the bound is on the work a request does, and other processes on a
+    # busy machine (the parallel tests among them) stretch the wall clock, not the work.
+    started = time.process_time()
     result = stats.paired_bootstrap(diffs)
-    assert time.monotonic() - started < 20
+    assert time.process_time() - started < 20
     assert result.resamples == 200
     se = 0.2 / 1000
     assert result.ci_high - result.ci_low == pytest.approx(2 * 1.96 * se, rel=0.25)

@@ -19,14 +19,9 @@ import httpx
 import pytest
 
 from tests.conftest import REPO, TEST_ENV, wait_for, worker_env
+from tests.ports import free_port
 
 USER, PASSWORD = "ops", "flower-" + uuid.uuid4().hex
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening(port: int) -> set[str]:
@@ -86,7 +81,7 @@ def processes() -> Iterator[list[Process]]:
 
 
 def _flower(processes: list[Process], *args: str, extra_env: dict[str, str] | None = None) -> tuple[Process, int]:
-    port = _free_port()
+    port = free_port()
     env = worker_env({"ASSAY_FLOWER_USER": USER, "ASSAY_FLOWER_PASSWORD": PASSWORD, **(extra_env or {})})
     flower = Process("flower", "--port", str(port), *args, env=env)
     processes.append(flower)

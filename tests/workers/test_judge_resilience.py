@@ -95,13 +95,43 @@ def test_governor_holds_a_fleet_of_two_workers_under_requests_per_minute(
     r = api_client.post("/api/v1/batches", params={"suite": "kql"}, content=unique_items(20))
     batch_id = r.json()["batch_id"]
     wait_for(lambda: fake_judge.calls()["total"] >= rpm, timeout=30, message="the first minute's calls")
-    time.sleep(8)  # both workers keep trying; the shared window must hold them
+    # Both workers take the rest and try: the shared window must defer every one of them (rather than
+    # a fixed wait, wait until each judge component not yet judged has been tried and deferred).
+    states = wait_for(
+        lambda: not ((by_state := _judge_components_by_state(batch_id)).keys() & {"pending", "in_progress"}) and by_state,
+        timeout=60, message="every judge component judged or deferred",
+    )
+    assert states == {"ok": rpm, "deferred by the rate governor": 20 - rpm}, states
     calls = fake_judge.calls()["total"]
     view = api_client.get(f"/api/v1/batches/{batch_id}").json()
     assert calls == rpm, f"{calls} calls within a minute with a limit of {rpm}"
     assert view["progress"]["errored"] == 0  # waiting for the window is a deferral, not a failure
     assert view["progress"]["completed"] == rpm
     api_client.post(f"/api/v1/batches/{batch_id}/cancel")
+
+
+def _judge_components_by_state(batch_id: str) -> dict[str, int]:
+    """The kql judge components (llm_grading) of a batch, counted by status; "deferred by the rate
+    governor" apart from other deferrals."""
+    from collections import Counter
+
+    from sqlalchemy import select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import Score, ScoreComponent
+
+    with transaction() as session:
+        rows = session.execute(
+            select(ScoreComponent.status, ScoreComponent.reason)
+            .join(Score, Score.id == ScoreComponent.score_id)
+            .where(Score.batch_id == uuid.UUID(batch_id), ScoreComponent.component == "llm_grading")
+        ).all()
+    return dict(
+        Counter(
+            "deferred by the rate governor" if status == "deferred" and "rate governor" in (reason or "") else status
+            for status, reason in rows
+        )
+    )
 
 
 def _finished(api_client, batch_id):

@@ -220,10 +220,12 @@ def test_cancel_at_once_cancels_every_request(sdk, fake):
 
 
 def test_cancel_midway_keeps_what_finished(sdk, fake):
-    fake.configure(batch_processing_seconds=2, batch_cancel_seconds=0)
+    # One request finishes a second: after the first second's wait, the cancel has 9 s to arrive before
+    # the whole batch is done (a 2 s batch left a loaded machine only 1 s).
+    fake.configure(batch_processing_seconds=10, batch_cancel_seconds=0)
     ids = [f"r{i}" for i in range(10)]
     batch = sdk.messages.batches.create(requests=requests(*ids))
-    time.sleep(1.0)
+    time.sleep(1.0)  # the fake's processing is a function of time: this is the time it needs, not a wait for an event
     assert sdk.messages.batches.cancel(batch.id).processing_status == "ended"
 
     by_id = results(sdk, batch.id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from assay.scoring.judge.providers.anthropic_messages import output_config_for
 from assay.scoring.kinds.kql import KqlGrade
 from assay.settings import REPO_ROOT
 from tests.fakes.anthropic_server import FakeAnthropic, FakeControl
+from tests.ports import free_port
 from tests.scoring.judge.conftest import MODEL
 
 
@@ -237,14 +237,8 @@ def test_high_concurrency_with_latency(fake):
     assert fake.calls()["total"] == 200
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_standalone_process_is_scripted_over_http():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.anthropic_server", "--port", str(port), "--latency", "0.01"],
         cwd=REPO_ROOT,
