@@ -29,6 +29,7 @@ from assay.api.routes import (
     suites,
 )
 from assay.api.routes import calibration as calibration_routes
+from assay.api.routes import pairwise as pairwise_routes
 from assay.api.routes import compare as compare_routes
 from assay.api.routes import labels as label_routes
 from assay.api.security import install_security
@@ -85,6 +86,7 @@ def create_app() -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(suites.router)
     app.include_router(calibration_routes.router)
+    app.include_router(pairwise_routes.router)
     app.include_router(compare_routes.router)
     app.include_router(review.router)
     app.include_router(label_routes.router)

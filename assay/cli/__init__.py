@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from assay.cli import batches, embedded, labels, rescoring, retention, services, suites, trust
+from assay.cli import batches, embedded, labels, pairwise, rescoring, retention, services, suites, trust
 
 cli = typer.Typer(
     help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
@@ -28,6 +28,7 @@ for command in (
     rescoring.diff,
     retention.prune,
     trust.compare,
+    pairwise.pairwise,
     batches.metrics,
     batches.cancel,
 ):

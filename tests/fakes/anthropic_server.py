@@ -190,6 +190,13 @@ class FakeConfig(BaseModel):
         "(n even) or -spread (n odd) of its range, staying in range (see the module docstring); 0: no spread.",
     )
     batch_cancel_seconds: float = Field(0.1, ge=0, description="How long a canceled batch stays canceling.")
+    pairwise_preference: Literal["none", "longer", "marker", "first"] = Field(
+        "none", description="How a pairwise verdict (a label schema of a, b, tie) is answered: longer (the longer "
+        "output wins, equal lengths tie), marker (the output holding pairwise_marker wins, both or neither tie), first "
+        "(always a: pure position bias); none: like any schema. The outputs are read under '### Output A' and "
+        "'### Output B' in the user message (the default pairwise prompt).",
+    )
+    pairwise_marker: str = Field("[BEST]", min_length=1, description="What pairwise_preference marker looks for.")
 
 
 BatchOutcome = Literal["succeeded", "errored", "expired", "malformed", "out_of_range", "truncated"]
@@ -416,6 +423,30 @@ def schema_answer(
     if spread:
         generator.spread(schema, instance, spread if repeat % 2 == 0 else -spread)
     return instance
+
+
+_PAIR_OUTPUTS = re.compile(r"### Output A\n(?P<a>.*?)\n\n### Output B\n(?P<b>.*)", re.DOTALL)
+PAIRWISE_LABELS = ["a", "b", "tie"]
+
+
+def pairwise_answer(schema: dict[str, Any], user_text: str, config: FakeConfig) -> dict[str, str] | None:
+    """A scripted pairwise verdict (``pairwise_preference``), or None when none applies: no preference
+    set, a schema that is not the a / b / tie label, or a prompt without the two output sections."""
+    label_schema = (schema.get("properties") or {}).get("label") or {}
+    if config.pairwise_preference == "none" or sorted(label_schema.get("enum") or []) != PAIRWISE_LABELS:
+        return None
+    found = _PAIR_OUTPUTS.search(user_text)
+    if found is None:
+        return None
+    a, b = found.group("a").rstrip("\n"), found.group("b").rstrip("\n")
+    if config.pairwise_preference == "first":
+        label = "a"
+    elif config.pairwise_preference == "longer":
+        label = "tie" if len(a) == len(b) else ("a" if len(a) > len(b) else "b")
+    else:
+        marked = (config.pairwise_marker in a, config.pairwise_marker in b)
+        label = {(True, False): "a", (False, True): "b"}.get(marked, "tie")
+    return {"reasoning": f"scripted preference {config.pairwise_preference}: {label}", "label": label}
 
 
 def max_in_range_answer(schema: dict[str, Any], item_key: str) -> Any:
@@ -998,6 +1029,8 @@ def _answer(
         text = json.dumps(out_of_range_answer(schema, item_key, extra_field=injected))
     elif injected:
         text = json.dumps(max_in_range_answer(schema, item_key))
+    elif (preferred := pairwise_answer(schema, _text_of(msgs[0].get("content")), config)) is not None:
+        text = json.dumps(preferred)
     else:
         answer = schema_answer(schema, item_key, config.min_array_items, repeat=repeat, spread=config.repeat_spread)
         text = json.dumps(answer)

@@ -47,6 +47,9 @@ class Kind:
     # so a bad mapping makes the suite invalid rather than failing every upload. None: the kind takes
     # no mapping, and a suite of it with ``fields`` is refused.
     check_fields: Callable[[dict[str, str]], None] | None = None
+    # Items of the kind are made by Assay itself (the pairs of a pairwise run), never uploaded: a suite
+    # may not name it.
+    internal: bool = False
 
 
 _KIND_MODULES = {
@@ -54,6 +57,7 @@ _KIND_MODULES = {
     "alert_session": "assay.scoring.kinds.alert_session",
     "pandas_codegen": "assay.scoring.kinds.pandas_codegen",
     "generic": "assay.scoring.kinds.generic",
+    "pairwise": "assay.scoring.kinds.pairwise",
 }
 
 

@@ -57,8 +57,9 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         batch.status = "running"
         complete_batch_if_done(session, batch)
         return PlanStep([], finished=True)
-    # A re-score batch pays only for what changed (the marker its builders put in the summary). A
-    # calibration batch carries deterministic components over but asks the judge every repeat anew.
+    # A re-score batch pays only for what changed (the marker its builders put in the summary), and a
+    # pairwise run for pairs not judged before. A calibration batch carries deterministic components
+    # over but asks the judge every repeat anew.
     summary = batch.summary or {}
     calibration = "calibration" in summary
     refs = create_components(
@@ -66,7 +67,7 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
         [(r.id, r.criteria_hash) for r in rows],
         now,
         judge_lane=batch.judge_lane,
-        carry_over="rescore" in summary or calibration,
+        carry_over="rescore" in summary or "pairwise" in summary or calibration,
         carry_judges=not calibration,
     )
     batch.planned_position = rows[-1].position

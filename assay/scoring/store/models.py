@@ -396,6 +396,36 @@ class CalibrationRun(Base):
     completed_at: Mapped[datetime | None]
 
 
+PAIRWISE_STATUSES = ("running", "completed", "failed", "cancelled")
+
+
+class PairwiseRun(Base):
+    """Two or more batches compared item by item under a suite's pairwise rubric. Its pairs are the
+    items of ``batch_id`` (kind ``pairwise``), judged under ``criteria_hash``: the pairwise criteria's
+    own hash, not the suite's. ``report`` (wins, the win rate, Bradley-Terry strengths) is stored when
+    the batch finishes."""
+
+    __tablename__ = "pairwise_runs"
+    __table_args__ = (
+        CheckConstraint(_in("status", PAIRWISE_STATUSES), name="status"),
+        Index("ix_pairwise_runs_suite_created", "suite_name", "created_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    suite_name: Mapped[str] = mapped_column(String(100))
+    criteria_hash: Mapped[str] = mapped_column(ForeignKey("scoring_criteria_definitions.criteria_hash"))
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("batches.id", ondelete="SET NULL"), index=True)
+    # The compared batches in the order given: [{"batch_id": ..., "label": ...}].
+    systems: Mapped[list[Any]] = mapped_column(JsonDoc)
+    # How the pairs were planned (all pairs, or the connected design with its cap) and the slice key.
+    design: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    report: Mapped[dict[str, Any] | None]
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[datetime | None]
+
+
 class NoiseEstimate(Base):
     """A calibration run's pooled within-item standard deviation of one judge component (or of the
     total, component ``__total__``, which alone carries ``flip_share``)."""

@@ -56,6 +56,7 @@ from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
 from assay.scoring.suites.envsubst import substitute_tree
+from assay.scoring.suites.pairwise import check_section as check_pairwise
 from assay.scoring.suites.providers import (
     JUDGE_PARAMETERS,
     REFUSED_PARAMETERS,
@@ -315,6 +316,13 @@ class SuiteOptions(_Strict):
     review: ReviewRules = Field(default_factory=ReviewRules)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     description: str = ""
+    # The pairwise rubric as written (``suites.pairwise`` resolves it): a run hashes it on its own, so
+    # editing it leaves the suite's criteria, and its absolute scores, as they are.
+    pairwise: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        return _without_none(handler(self), ("pairwise",))
 
 
 class Suite(BaseModel):
@@ -519,6 +527,7 @@ class _SuiteFile(_Strict):
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     review: ReviewRules = Field(default_factory=ReviewRules)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    pairwise: dict[str, Any] | None = None
 
 
 def suite_path(config_dir: Path, name: str) -> Path:
@@ -578,6 +587,8 @@ def parse_suite(
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
 
     kind = get_kind(spec.kind)
+    if kind.internal:
+        raise CriteriaError(f"{source}: kind {kind.name!r} is built by Assay itself; a suite may not name it")
     options_judge = JudgeOptions()
     try:
         _check_fields(spec, kind)
@@ -591,6 +602,8 @@ def parse_suite(
             components[name], timeout = _resolve_component(name, comp, spec.kind, catalog, files)
             if timeout is not None:
                 options_judge.component_timeouts[name] = timeout
+        if spec.pairwise is not None:
+            check_pairwise(spec.pairwise, catalog)
     except CriteriaError as exc:
         raise CriteriaError(f"{source}: {exc.message}") from exc
     try:
@@ -615,6 +628,7 @@ def parse_suite(
         rescore=spec.rescore,
         review=spec.review,
         retention=spec.retention,
+        pairwise=spec.pairwise,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 

@@ -1,0 +1,175 @@
+"""``assay pairwise``: compare batches item by item with a suite's pairwise rubric, through the API or
+embedded (``--db``: the SQLite store of ``assay run`` and an in-process worker)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from assay.cli.common import ApiKey, ApiUrl, api_client, console, fail, print_estimate, report_domain_error, request
+
+
+def _rate(row: dict[str, Any]) -> str:
+    if row["win_rate"] is None:
+        return "—"
+    interval = (
+        f" [{row['win_rate_low']:.3f}, {row['win_rate_high']:.3f}]" if row["win_rate_low"] is not None else f" ({row['interval_note']})"
+    )
+    return f"{row['win_rate']:.3f}{interval}"
+
+
+def _head_to_head_table(rows: list[dict[str, Any]], title: str, first: str) -> Table:
+    table = Table(title=title)
+    for column in (first, "pairs", "wins / ties / losses of b", "b's win rate [95 % CI]", "sign test p", "position-inconsistent"):
+        table.add_column(column)
+    for row in rows:
+        rate = row["inconsistency_rate"]
+        table.add_row(
+            escape(str(row.get("value") or f"{row['b']} vs {row['a']}")),
+            str(row["pairs"]),
+            f"{row['wins']} / {row['ties']} / {row['losses']}",
+            _rate(row),
+            f"{row['sign_test_p']:.4g}",
+            f"{row['inconsistent']} ({100 * rate:.1f}%)" if rate is not None else "—",
+        )
+    return table
+
+
+def print_report(run: dict[str, Any]) -> None:
+    report = run["report"]
+    if report is None:
+        fail(f"pairwise run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a report", 1)
+    pairs = report["pairs"]
+    console.print(f"{pairs['judged']} pair(s) judged in both orders, {pairs['incomplete']} incomplete")
+    console.print(_head_to_head_table(report["head_to_head"], "head to head", "b vs a"))
+    if report["slices"]:
+        console.print(_head_to_head_table(report["slices"]["values"], f"by {report['slices']['by']}", "slice"))
+    board = report["leaderboard"]
+    if board:
+        table = Table(title=f"leaderboard · {board['model']} · alpha {board['alpha']} · {board['resamples']} item resamples")
+        for column in ("rank", "system", "strength [95 % CI]", "rank range", "pairs", "wins (ties ½)"):
+            table.add_column(column)
+        for s in board["systems"]:
+            interval = f" [{s['low']:+.3f}, {s['high']:+.3f}]" if s["low"] is not None else ""
+            ranks = f"{s['rank_best']}–{s['rank_worst']}" if s["rank_best"] is not None else "—"
+            table.add_row(str(s["rank"]), escape(s["label"]), f"{s['strength']:+.3f}{interval}", ranks, str(s["pairs"]), f"{s['wins']:g}")
+        console.print(table)
+    for moved in report["moved_most"]:
+        console.print(f"  {escape(moved['external_id'])}: {escape(moved['winner'])} won ({escape(moved['b'])} vs {escape(moved['a'])})", highlight=False)
+
+
+def pairwise(
+    batches: Annotated[list[str], typer.Argument(help="Two or more batch ids: A B [C …] (B against A for two).")],
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose pairwise: rubric judges the pairs.")],
+    label: Annotated[
+        Optional[list[str]], typer.Option("--label", help="A name per batch, in order (default: the batch ids).")
+    ] = None,
+    by: Annotated[Optional[str], typer.Option(help="Slice the two-batch report by metadata.KEY of A's item.")] = None,
+    budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
+    lane: Annotated[str, typer.Option(help="realtime, or batch (the provider's batch API: half price, slower).")] = "realtime",
+    dry_run: Annotated[bool, typer.Option(help="Only plan the pairs and print the estimated calls, tokens, dollars.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait for the run to finish and print its report (always, with --db).")] = False,
+    db: Annotated[
+        Optional[Path], typer.Option(help="Run embedded on this SQLite store (assay run's --db) instead of through the API.")
+    ] = None,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Compare batches item by item (matched by external id) with the suite's pairwise rubric. Every
+    pair is judged in both orders; a verdict that changes with the order is a tie and a position
+    inconsistency. Two batches: B's wins / ties / losses, win rate with a bootstrap interval, sign test.
+    Three or more: a Bradley-Terry leaderboard with item-bootstrap intervals. Prints the run's id."""
+    if lane not in ("realtime", "batch"):
+        fail(f"--lane must be realtime or batch, not {lane!r}")
+    body: dict[str, Any] = {
+        "suite": suite, "batches": batches, "labels": label or None, "by": by, "budget_usd": budget, "lane": lane, "dry_run": dry_run,
+    }
+    if db is not None:
+        _embedded(body, db)
+        return
+    with api_client(api_url, api_key) as client:
+        out = request(client.post, "/api/v1/pairwise", json=body)
+        run = _started(out, budget)
+        if run is None or not wait:
+            return
+        while run["status"] == "running":
+            time.sleep(1.0)
+            run = request(client.get, f"/api/v1/pairwise/{run['id']}")
+        print_report(run)
+
+
+def _started(out: dict[str, Any], budget: float | None) -> dict[str, Any] | None:
+    design = out["design"]
+    console.print(
+        f"suite {out['suite']} · pairwise criteria {out['criteria_hash'][:12]} · {design['pairs']} pair(s) over "
+        f"{design['items']} item(s) ({design['rule']})"
+    )
+    for note in out["notes"]:
+        console.print(f"  {note}", highlight=False)
+    print_estimate(out["estimate"], budget)
+    run = out["run"]
+    if run is None:
+        console.print("dry run: nothing was created")
+        return None
+    console.print(f"pairwise run [bold]{run['id']}[/bold] (batch {run['batch_id']})")
+    print(run["id"])
+    return run
+
+
+def _embedded(body: dict[str, Any], db: Path) -> None:
+    """Plan, judge and report the run in this process, on the SQLite store ``db``."""
+    import uuid
+
+    from assay.workers import embedded
+
+    embedded.configure_environment(db)
+    from assay.scoring.errors import AssayError
+    from assay.scoring.store.db import migrate, transaction
+    from assay.scoring.suites.criteria import register_all_suites
+    from assay.scoring.suites.loader import load_model_catalog
+    from assay.scoring.trust import pairwise as svc
+    from assay.settings import get_settings
+
+    migrate()
+    settings = get_settings()
+    try:
+        batch_ids = [uuid.UUID(b) for b in body["batches"]]
+    except ValueError as exc:
+        fail(f"a batch id is a UUID: {exc}")
+    try:
+        with transaction() as session:
+            register_all_suites(session, settings.config_dir)
+            catalog = load_model_catalog(settings.config_dir)
+            plan = svc.plan(session, body["suite"], batch_ids, catalog, labels=body["labels"], by=body["by"], lane=body["lane"])
+            run, spend = svc.start(
+                session, plan, catalog, created_by=os.environ.get("USER", "cli"), lane=body["lane"], budget_usd=body["budget_usd"]
+            )
+            out = {
+                "suite": plan.suite, "criteria_hash": plan.criteria_hash, "design": plan.design, "notes": plan.notes,
+                "estimate": spend.to_dict(), "run": None if body["dry_run"] else svc.run_view(session, run),
+            }
+            if body["dry_run"]:
+                raise svc.DryRun(out)
+            run_id, batch_id = run.id, run.batch_id
+    except svc.DryRun as dry:
+        _started(dry.result, body["budget_usd"])
+        return
+    except AssayError as exc:
+        report_domain_error(exc)
+        raise typer.Exit(2) from None
+    _started(out, body["budget_usd"])
+    try:
+        embedded.run_batch(
+            batch_id, concurrency=8, on_progress=lambda view: None, stall_seconds=settings.embedded_stall_seconds,
+            log_file=db.with_suffix(".log"),
+        )
+    except embedded.Stalled as exc:
+        fail(f"pairwise run {run_id} stopped: {exc} (the worker's log: {db.with_suffix('.log')})", code=1)
+    with transaction() as session:
+        print_report(svc.run_view(session, svc.get_run(session, run_id)))
