@@ -56,6 +56,7 @@ from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
 from assay.scoring.suites.envsubst import substitute_tree
+from assay.scoring.suites.online_rules import OnlineRules
 from assay.scoring.suites.providers import (
     JUDGE_PARAMETERS,
     REFUSED_PARAMETERS,
@@ -314,6 +315,7 @@ class SuiteOptions(_Strict):
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     review: ReviewRules = Field(default_factory=ReviewRules)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    online: OnlineRules = Field(default_factory=OnlineRules)
     description: str = ""
 
 
@@ -519,6 +521,7 @@ class _SuiteFile(_Strict):
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     review: ReviewRules = Field(default_factory=ReviewRules)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    online: OnlineRules = Field(default_factory=OnlineRules)
 
 
 def suite_path(config_dir: Path, name: str) -> Path:
@@ -608,6 +611,8 @@ def parse_suite(
                 f"{source}: review.disagreement names {unknown}, not components of this suite "
                 f"({', '.join(criteria.components)})"
             )
+    if spec.online.active and kind.prepare_payload is None:
+        raise CriteriaError(f"{source}: online rules build items through a fields mapping; kind {kind.name!r} takes none")
     options = SuiteOptions(
         enabled=spec.enabled,
         judge=options_judge,
@@ -615,6 +620,7 @@ def parse_suite(
         rescore=spec.rescore,
         review=spec.review,
         retention=spec.retention,
+        online=spec.online,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 
