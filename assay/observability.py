@@ -299,7 +299,7 @@ class LiveCollector(Collector):
         yield up
 
 
-QUEUES = ("metrics", "judge", "control")
+QUEUES = ("metrics", "judge", "control", "online-metrics", "online-judge")
 _PRIORITY_SEP = "\x06\x16"  # kombu's Redis transport: queue, queue\x06\x163, \x06\x166, \x06\x169
 
 

@@ -198,6 +198,39 @@ class Settings(BaseSettings):
         description="Crontab (minute hour day month weekday, UTC) of the nightly retention run (suites' `retention:`).",
     )
     prune_chunk_size: int = Field(1000, ge=1, description="Scores the retention run removes per transaction.")
+
+    # Online scoring (OTLP traces in at /v1/traces; docs/online.md).
+    otlp_max_body_bytes: int = Field(
+        8 * 1024**2, ge=1, description="Largest OTLP export request accepted by POST /v1/traces as sent (compressed), in bytes."
+    )
+    otlp_max_decompressed_bytes: int = Field(
+        32 * 1024**2,
+        ge=1,
+        description="Largest OTLP export request once decompressed, in bytes: a gzip body inflating past it is "
+        "refused (413) without being inflated further.",
+    )
+    otlp_max_attribute_bytes: int = Field(
+        256 * 1024,
+        ge=1,
+        description="Largest value of one span, event or resource attribute, in bytes (encoded): a span with a larger "
+        "one is refused and counted in the response's partialSuccess.",
+    )
+    span_retention_days: int = Field(
+        7, ge=1, description="Days of received spans kept: the nightly retention run drops older day partitions."
+    )
+    span_partitions_ahead: int = Field(
+        2, ge=0, description="Day partitions of the span table beat creates ahead of today (PostgreSQL)."
+    )
+    online_sample_interval_seconds: float = Field(
+        1.0, gt=0, description="How often beat runs the online sampler (completed traces become scored items)."
+    )
+    online_sample_limit: int = Field(500, ge=1, description="Traces the online sampler decides per run at most.")
+    online_max_slice_labels: int = Field(
+        20,
+        ge=0,
+        description="Slices per suite the Prometheus online gauges label by name (the busiest ones); the others "
+        "are added up under slice=\"other\".",
+    )
     rescore_wave_size: int = Field(5000, ge=1, description="Scores a re-scoring run creates per transaction.")
     provider_batch_interval_seconds: float = Field(
         60.0, gt=0, description="How often beat submits batch-lane judge requests and polls provider batches."

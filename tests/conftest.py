@@ -157,11 +157,13 @@ class LiveWorker:
         self.log = Path(f"/tmp/assay-test-worker-{os.getpid()}-{uuid.uuid4().hex[:6]}.log")
 
     def start(self) -> LiveWorker:
+        from assay.workers.app import consumed_queues  # as `assay worker` does: online queues first
+
         handle = self.log.open("ab")
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "celery", "-A", "assay.workers.app", "worker",
-                "-Q", self.queues, "-P", "threads", "-c", str(self.concurrency),
+                "-Q", ",".join(consumed_queues(self.queues.split(","))), "-P", "threads", "-c", str(self.concurrency),
                 "-l", "INFO", "--without-mingle", "--without-gossip", "-n", f"test-{uuid.uuid4().hex[:6]}@%h",
             ],
             env=self.env,

@@ -32,6 +32,8 @@ from assay.api.routes import calibration as calibration_routes
 from assay.api.routes import pairwise as pairwise_routes
 from assay.api.routes import compare as compare_routes
 from assay.api.routes import labels as label_routes
+from assay.api.routes import online as online_routes
+from assay.api.routes import otlp as otlp_routes
 from assay.api.security import install_security
 
 # Imported for their hooks: a suite query's carried-over score or a cancel can finalize scores here too.
@@ -90,6 +92,8 @@ def create_app() -> FastAPI:
     app.include_router(compare_routes.router)
     app.include_router(review.router)
     app.include_router(label_routes.router)
+    app.include_router(otlp_routes.router)
+    app.include_router(online_routes.router)
     install_dashboard(app)
     install_docs(app)
     install_body_limits(app)  # last, so the outermost middleware: it counts a body before anything reads it

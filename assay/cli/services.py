@@ -109,7 +109,13 @@ def api(
 
 
 def worker(
-    queues: Annotated[str, typer.Option(help="Comma-separated: metrics, judge, control.")] = "metrics,judge,control",
+    queues: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: metrics, judge, control. A metrics or judge worker also consumes online-metrics "
+            "or online-judge (online scores), ahead of the batch queue."
+        ),
+    ] = "metrics,judge,control",
     pool: Annotated[Optional[str], typer.Option(help="prefork or threads (default: threads when judge is the only queue)")] = None,
     concurrency: Annotated[
         Optional[int],
@@ -157,20 +163,21 @@ def worker(
         console.print(f"worker metrics on http://0.0.0.0:{metrics_port}/metrics")
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
-    unknown = set(names) - {"metrics", "judge", "control"}
+    unknown = set(names) - {"metrics", "judge", "control", "online-metrics", "online-judge"}
     if unknown:
         fail(f"unknown queue(s): {', '.join(sorted(unknown))}")
+    from assay.workers.app import app, consumed_queues
+
     chosen_pool = pool or ("threads" if names == ["judge"] else "prefork")
     settings = get_settings()
     judge_threads = judge_task_threads(settings.judge_concurrency, settings.judge_group_size)
     threads = concurrency or (judge_threads if chosen_pool == "threads" else os.cpu_count() or 2)
-    from assay.workers.app import app
 
     # Two workers with one node name (Celery's default is celery@HOST) are one worker to Flower and to
     # inspect/ping: Flower would list one of them and only its queues.
     node_name = name or f"{'-'.join(names)}-{os.getpid()}@%h"
     app.worker_main(
-        ["worker", "-Q", ",".join(names), "-P", chosen_pool, "-c", str(threads), "-E", "-l", loglevel, "-n", node_name]
+        ["worker", "-Q", ",".join(consumed_queues(names)), "-P", chosen_pool, "-c", str(threads), "-E", "-l", loglevel, "-n", node_name]
     )
 
 

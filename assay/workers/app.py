@@ -16,7 +16,25 @@ from assay.settings import get_settings
 class Queue(StrEnum):
     METRICS = "metrics"  # deterministic components, prefork pool
     JUDGE = "judge"  # judge calls, threads pool (I/O bound)
-    CONTROL = "control"  # planner, reconciler, re-scoring
+    CONTROL = "control"  # planner, reconciler, re-scoring, the online sampler
+    # Online scores' components (assay.scoring.online): a worker of `metrics` or `judge` consumes the
+    # online queue of its kind too, listed first, and takes from it first (queue_order_strategy below).
+    ONLINE_METRICS = "online-metrics"
+    ONLINE_JUDGE = "online-judge"
+
+
+# What a worker started on a queue consumes, in the order it takes messages: online work first.
+CONSUMED_WITH = {Queue.METRICS: (Queue.ONLINE_METRICS, Queue.METRICS), Queue.JUDGE: (Queue.ONLINE_JUDGE, Queue.JUDGE)}
+
+
+def consumed_queues(names: list[str]) -> list[str]:
+    """The queues a worker asked for ``names`` consumes: each batch queue preceded by its online queue."""
+    expanded: list[str] = []
+    for name in names:
+        for queue in CONSUMED_WITH.get(Queue(name), (Queue(name),)):
+            if queue.value not in expanded:
+                expanded.append(queue.value)
+    return expanded
 
 
 def _kombu_queue(queue: Queue) -> KombuQueue:
@@ -45,6 +63,10 @@ def make_celery() -> Celery:
         # longer than any lease and any countdown, so a slow task is not delivered twice.
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_seconds,
+            # A worker's BRPOP lists its queues in the order it was given them, and Redis pops from the
+            # first non-empty one: online queues, listed first (consumed_queues), are served ahead of
+            # batch work. (The default, round_robin, rotates the order after every message.)
+            "queue_order_strategy": "priority",
             **({"global_keyprefix": settings.broker_key_prefix} if settings.broker_key_prefix else {}),
         },
         # Survives a kombu crash on broker reconnect (see assay.workers.consumer).

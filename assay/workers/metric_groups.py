@@ -37,9 +37,9 @@ LAND_EVERY_SECONDS = 1.0
 Enqueue = Callable[..., None]  # CeleryEnqueuer.enqueue(refs, countdown=...)
 
 
-def group_refs(pairs: Sequence[Sequence[str]], queue: Queue = Queue.METRICS) -> list[ComponentRef]:
-    """A task's ``[[score_id, component], ...]`` as refs, duplicates dropped, order kept."""
-    return list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue.value) for score_id, component in pairs))
+def group_refs(pairs: Sequence[Sequence[str]], queue: str = Queue.METRICS.value) -> list[ComponentRef]:
+    """A task's ``[[score_id, component], ...]`` as refs on ``queue``, duplicates dropped, order kept."""
+    return list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue) for score_id, component in pairs))
 
 
 def describe_group(group_id: str, refs: Sequence[ComponentRef], shown: int = 3) -> str:
@@ -74,9 +74,12 @@ def _outcome(work: WorkUnit) -> ComponentResult | Exception:
         return exc
 
 
-def run_metric_group(task_id: str | None, pairs: Sequence[Sequence[str]], enqueue: Enqueue) -> None:
-    """Claim, compute and land a group of metric components (see the module's docstring)."""
-    refs = group_refs(pairs)
+def run_metric_group(
+    task_id: str | None, pairs: Sequence[Sequence[str]], enqueue: Enqueue, queue: str = Queue.METRICS.value
+) -> None:
+    """Claim, compute and land a group of metric components (see the module's docstring); ``queue``: the
+    one they came on (metrics or online-metrics), where a retry sends them again."""
+    refs = group_refs(pairs, queue)
     owner = task_id or uuid.uuid4().hex
     lease = get_settings().metrics_lease_seconds
     # Whether a finished score completed its batch is asked once the group is done, not per landing.
@@ -95,7 +98,7 @@ def run_metric_group(task_id: str | None, pairs: Sequence[Sequence[str]], enqueu
             if finished:
                 land_results(finished, claims, {ref.score_id: works[ref].item for ref in finished})
                 for ref, result in finished.items():
-                    observability.component_landed(Queue.METRICS, ref.component, result.status)
+                    observability.component_landed(queue, ref.component, result.status)
                 finished.clear()
 
         # The process's heartbeat renews these leases while this task runs them, and no longer.
@@ -115,7 +118,7 @@ def run_metric_group(task_id: str | None, pairs: Sequence[Sequence[str]], enqueu
                     backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
                     reason = f"{type(outcome).__name__}: {outcome}"
                     defer_component(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
-                    observability.task_retried(Queue.METRICS, "error")
+                    observability.task_retried(queue, "error")
                     enqueue([ref], countdown=backoff)
                     continue
                 finished[ref] = outcome

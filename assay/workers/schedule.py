@@ -36,6 +36,15 @@ def beat_schedule(settings: Settings) -> dict[str, Any]:
             "schedule": nightly(settings.prune_schedule, "ASSAY_PRUNE_SCHEDULE"),
             "options": {"expires": float(settings.rescore_expires_seconds)},
         },
+        "online-sample": {
+            "task": "scoring.online_sample",
+            "schedule": settings.online_sample_interval_seconds,
+            "options": {"expires": max(settings.online_sample_interval_seconds, 1.0)},
+        },
+        "span-partitions": {
+            "task": "scoring.span_partitions",
+            "schedule": 3600.0,
+        },
         "provider-batches": {
             "task": "scoring.provider_batches",
             "schedule": settings.provider_batch_interval_seconds,

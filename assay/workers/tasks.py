@@ -31,7 +31,7 @@ from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.claims import Claim, claim_many
-from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.components import JUDGE_QUEUES, ComponentRef, is_online
 from assay.scoring.pipeline.planning import plan_chunk
 from assay.scoring.pipeline.reconcile import RECONCILE_LIMIT, broker_holds_since, note_planner_waiting
 from assay.scoring.pipeline.reconcile import reconcile as pipeline_reconcile
@@ -39,7 +39,7 @@ from assay.scoring.pipeline.scorer import JudgeRuntime, WorkUnit, judge_componen
 from assay.scoring.rescoring import rescore
 from assay.scoring.store import retention
 from assay.scoring.store.db import after_commits_gathered, transaction
-from assay.scoring.store.models import Batch
+from assay.scoring.store.models import Batch, utcnow
 from assay.scoring.suites.criteria import register_all_suites
 from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
@@ -82,17 +82,25 @@ class CeleryEnqueuer:
         if not refs:
             return
         settings = get_settings()
-        judge = [ref for ref in refs if ref.queue == Queue.JUDGE]
-        metric = metric_groups.metric_groups([ref for ref in refs if ref.queue != Queue.JUDGE], settings.metric_group_size)
+        by_queue: dict[str, list[ComponentRef]] = {}
+        for ref in refs:
+            by_queue.setdefault(ref.queue, []).append(ref)
         size = settings.judge_group_size
         with app.producer_or_acquire() as producer:
-            for task_, groups in (
-                (metric_components, metric),
-                (judge_components, [judge[start : start + size] for start in range(0, len(judge), size)]),
-            ):
+            for queue, queued in by_queue.items():
+                if queue in JUDGE_QUEUES:
+                    task_, groups = judge_components, [queued[start : start + size] for start in range(0, len(queued), size)]
+                else:
+                    task_, groups = metric_components, metric_groups.metric_groups(queued, settings.metric_group_size)
+                # The queue travels with the task too: a deferral or retry sends its components back where they came from.
+                kwargs = {"queue": queue} if is_online(queue) else None
                 for group in groups:
                     shown = metric_groups.describe_group(metric_groups.new_group_id(), group)
-                    task_.apply_async(args=(ref_args(group),), countdown=countdown, producer=producer, argsrepr=shown)
+                    # The anonymous exchange routes by routing key: it names the queue (the task's own route names its batch queue).
+                    task_.apply_async(
+                        args=(ref_args(group),), kwargs=kwargs, queue=queue, exchange="", routing_key=queue,
+                        countdown=countdown, producer=producer, argsrepr=shown,
+                    )
 
 
 enqueuer = CeleryEnqueuer()
@@ -151,12 +159,12 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     _plan_later(batch_id)
 
 
-def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore[no-untyped-def]
+def _run_judge_group(task_self, pairs: list[list[str]], queue: str) -> None:  # type: ignore[no-untyped-def]
     """Claim the judge components in one statement, make their calls all at once on the process's
     judge loop, and land results as they come in: what finished while the previous landing ran lands
     together, in one transaction. A killed worker loses only the calls in flight and results not
     landed yet."""
-    refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, Queue.JUDGE.value) for score_id, component in pairs))
+    refs = list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue) for score_id, component in pairs))
     owner = task_self.request.id or uuid.uuid4().hex
     slots = call_slots()
     deferred: dict[ComponentRef, tuple[JudgeDeferred, Claim]] = {}
@@ -175,7 +183,7 @@ def _run_judge_group(task_self, pairs: list[list[str]]) -> None:  # type: ignore
         reasons = [why for why, _ in deferred.values()]
         countdown = max(why.retry_in for why in reasons)
         enqueuer.enqueue(list(deferred), countdown=countdown)
-        observability.task_retried(Queue.JUDGE, "deferred")
+        observability.task_retried(queue, "deferred")
         # Reported as RETRY with the reason (the worker's log, Flower), not as a failure.
         raise Retry(exc=reasons[0], when=countdown)
 
@@ -208,7 +216,7 @@ def _run_part(
                 if results:
                     land_results(results, claims)
                     for ref, result in results.items():
-                        observability.component_landed(Queue.JUDGE, ref.component, result.status)
+                        observability.component_landed(ref.queue, ref.component, result.status)
                 for ref, outcome in finished:
                     if isinstance(outcome, JudgeDeferred):
                         deferred[ref] = (outcome, claims[ref])
@@ -217,7 +225,7 @@ def _run_part(
                         backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
                         reason = f"{type(outcome).__name__}: {outcome}"
                         defer_component(ref, owner, backoff, reason, spend_attempt=True, claim=claims[ref])
-                        observability.task_retried(Queue.JUDGE, "error")
+                        observability.task_retried(ref.queue, "error")
                         enqueuer.enqueue([ref], countdown=backoff)
         return deferred
     finally:
@@ -277,15 +285,17 @@ async def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime) -> 
 
 
 @task("scoring.metric_components", Queue.METRICS, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
-def metric_components(self, refs: list[list[str]]) -> None:
-    """Metric components ``[[score_id, component], ...]``: a group of scores' (see :mod:`assay.workers.metric_groups`)."""
-    metric_groups.run_metric_group(self.request.id, refs, enqueuer.enqueue)
+def metric_components(self, refs: list[list[str]], queue: str = Queue.METRICS.value) -> None:
+    """Metric components ``[[score_id, component], ...]``: a group of scores' (see :mod:`assay.workers.metric_groups`),
+    from ``queue`` (``metrics``, or ``online-metrics`` for online scores)."""
+    metric_groups.run_metric_group(self.request.id, refs, enqueuer.enqueue, queue)
 
 
 @task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
-def judge_components(self, refs: list[list[str]]) -> None:
-    """Judge components ``[[score_id, component], ...]``, their calls made at once."""
-    _run_judge_group(self, refs)
+def judge_components(self, refs: list[list[str]], queue: str = Queue.JUDGE.value) -> None:
+    """Judge components ``[[score_id, component], ...]``, their calls made at once; ``queue``: ``judge``, or
+    ``online-judge`` for online scores (what a share of the governor's limit for online work would read)."""
+    _run_judge_group(self, refs, queue)
 
 
 # Every pending component sent to a broker that lost it is re-sent in one pass; the planner keeps
@@ -369,7 +379,7 @@ def rescore_stale(self) -> dict[str, Any]:
         with transaction() as session:
             register_all_suites(session, settings.config_dir)
             records = [(r.name, *rescore.lane_and_budget(r)) for r in rescore.suites_to_rescore(session)]
-        selection = rescore.Selection(partial=settings.anthropic_api_key is not None)
+        selection = rescore.Selection(partial=settings.anthropic_api_key is not None, nightly=True)
         runs: dict[str, Any] = {}
         for suite, lane, budget in records:
             with transaction() as session:
@@ -391,13 +401,53 @@ def prune_history(self) -> dict[str, Any]:
         if not acquired:
             return {"skipped": "another run holds the lock"}
         plans = retention.prune(chunk_size=get_settings().prune_chunk_size)
+        expired = _drop_expired_spans()
     for plan in plans:
         if plan.batches:
             log.info(
                 "prune_history: suite %s: %d batch(es) pruned, %d score(s) and %d component(s) removed",
                 plan.suite, len(plan.batches), plan.removed_scores, plan.removed_components,
             )
-    return {plan.suite: {"batches": len(plan.batches), "scores": plan.removed_scores} for plan in plans}
+    report: dict[str, Any] = {plan.suite: {"batches": len(plan.batches), "scores": plan.removed_scores} for plan in plans}
+    return {**report, "spans": {"partitions": expired.partitions, "rows": expired.spans, "traces": expired.traces}}
+
+
+def _drop_expired_spans():  # type: ignore[no-untyped-def]
+    """Spans older than ASSAY_SPAN_RETENTION_DAYS, dropped with the nightly retention run."""
+    from assay.scoring.online import spans
+
+    with transaction() as session:
+        expired = spans.drop_expired(session, utcnow().date(), get_settings().span_retention_days)
+    if expired.partitions or expired.spans:
+        log.info("prune_history: spans: dropped %s (%d row(s)), %d trace(s)", expired.partitions, expired.spans, expired.traces)
+    return expired
+
+
+@task("scoring.online_sample", Queue.CONTROL, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3)
+def online_sample(self, rounds: int = 10) -> dict[str, int]:
+    """Beat's tick of online scoring: completed traces decided by the suites' online rules, their items'
+    components published on the online queues after each commit (see scoring.online.sampler)."""
+    from assay.scoring.online import sampler
+
+    limit = get_settings().online_sample_limit
+    totals: Counter[str] = Counter()
+    for _ in range(rounds):
+        with transaction() as session:
+            report = sampler.sample(session, utcnow(), limit)
+        enqueuer.enqueue(report.refs)
+        totals.update(traces=report.traces, items=report.items, **report.decisions)
+        if report.traces < limit:
+            break  # caught up; a full round means more may be waiting
+    return dict(totals)
+
+
+@task("scoring.span_partitions", Queue.CONTROL)
+def span_partitions(self) -> list[str]:
+    """The span table's day partitions for today and the next ASSAY_SPAN_PARTITIONS_AHEAD days."""
+    from assay.scoring.online import spans
+
+    with transaction() as session:
+        return spans.ensure_partitions(session, utcnow().date(), get_settings().span_partitions_ahead)
 
 
 @task("scoring.provider_batches", Queue.CONTROL)

@@ -18,10 +18,20 @@ router = APIRouter(tags=["metrics"], route_class=StrictJsonRoute)
 
 METRICS_DOC = """Prometheus text format. Items scored / failed per suite, judge request latency, retries, repairs,
 breaker rejections and state, rate-governor waits, tokens and cost, queue depth per queue, open
-review queue entries per suite (`assay_review_queue_open`). With
+review queue entries per suite (`assay_review_queue_open`), online scores' rolling windows
+(`assay_online_*`, per suite and window, the busiest slices by name). With
 `PROMETHEUS_MULTIPROC_DIR` set for the API and the workers, the counts of every process of the host
 are added up here. Needs the same credentials as the API (`Authorization: Bearer <API key>` in the
 Prometheus scrape config) unless `ASSAY_METRICS_PUBLIC=true`."""
+
+
+def _online_gauges() -> bytes:
+    """The online windows' gauges (assay.scoring.online.gauges), read from the store."""
+    from assay.scoring.online import gauges
+    from assay.scoring.store.models import utcnow
+
+    with transaction() as session:
+        return gauges.render(session, utcnow(), get_settings().online_max_slice_labels)
 
 
 def _review_open() -> dict[str, int]:
@@ -47,4 +57,4 @@ async def metrics(request: Request) -> Response:
     body, content_type = await run_in_threadpool(
         observability.render, settings, lambda: build_breaker(settings).status(), _review_open
     )
-    return Response(body, media_type=content_type)
+    return Response(body + await run_in_threadpool(_online_gauges), media_type=content_type)

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.errors import AssayError
 from assay.scoring.pipeline.components import COMPONENTS as _components
-from assay.scoring.pipeline.components import METRICS_QUEUE
+from assay.scoring.pipeline.components import METRICS_QUEUES
 from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.finalize import FINALIZING_COLUMNS, finalize_score
 from assay.scoring.store.db import dialect_insert
@@ -38,7 +38,7 @@ _c, _s = _components.c, _scores.c
 
 # A skipped judge is not carried: its skip (no API key, say) says nothing about the item, and a
 # re-score with a key must run it. A metric's skip is as deterministic as its score.
-_CARRYABLE = or_(_c.status == "ok", and_(_c.status == "skipped", _c.queue == METRICS_QUEUE))
+_CARRYABLE = or_(_c.status == "ok", and_(_c.status == "skipped", _c.queue.in_(METRICS_QUEUES)))
 
 
 # A re-score's carried-over components count on their score all at once (see ``create_components``).

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.pipeline.budgets import BUDGET_SPENT, BUDGETED, budget_state, charge_score
 from assay.scoring.pipeline.components import COMPONENTS as _components
-from assay.scoring.pipeline.components import JUDGE_QUEUE, ComponentRef, sum_usage
+from assay.scoring.pipeline.components import JUDGE_QUEUES, ComponentRef, sum_usage
 from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.store.models import (
     LANDED_COMPONENT_STATUSES,
@@ -133,7 +133,7 @@ def renew_leases(
     now = utcnow()
     c = _components.c
     until = case(
-        (c.queue == JUDGE_QUEUE, bindparam("judge_until", now + timedelta(seconds=judge_seconds), c.lease_expires_at.type)),
+        (c.queue.in_(JUDGE_QUEUES), bindparam("judge_until", now + timedelta(seconds=judge_seconds), c.lease_expires_at.type)),
         else_=bindparam("metrics_until", now + timedelta(seconds=metrics_seconds), c.lease_expires_at.type),
     )
     renewed = session.execute(

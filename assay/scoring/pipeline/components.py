@@ -20,6 +20,13 @@ SCORES = Score.__table__
 
 METRICS_QUEUE = "metrics"
 JUDGE_QUEUE = "judge"
+# Online scores' components travel on queues of their own, which workers take from first (ARCHITECTURE.md,
+# invariant 12); the queue a component row names is how everything downstream (the reconciler, a
+# deferral, the governor) tells online work from batch work.
+ONLINE_METRICS_QUEUE = "online-metrics"
+ONLINE_JUDGE_QUEUE = "online-judge"
+JUDGE_QUEUES = (JUDGE_QUEUE, ONLINE_JUDGE_QUEUE)
+METRICS_QUEUES = (METRICS_QUEUE, ONLINE_METRICS_QUEUE)
 
 
 @dataclass(frozen=True)
@@ -35,8 +42,14 @@ class Enqueuer(Protocol):
     def enqueue(self, refs: Sequence[ComponentRef]) -> None: ...
 
 
-def queue_for(criteria: Criteria, component: str) -> str:
-    return JUDGE_QUEUE if criteria.components[component].is_judge else METRICS_QUEUE
+def queue_for(criteria: Criteria, component: str, *, online: bool = False) -> str:
+    if criteria.components[component].is_judge:
+        return ONLINE_JUDGE_QUEUE if online else JUDGE_QUEUE
+    return ONLINE_METRICS_QUEUE if online else METRICS_QUEUE
+
+
+def is_online(queue: str) -> bool:
+    return queue in (ONLINE_METRICS_QUEUE, ONLINE_JUDGE_QUEUE)
 
 
 def pending_score(

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.pipeline.carry_over import carried_results, land_carried
 from assay.scoring.pipeline.completion import complete_batch_if_done
-from assay.scoring.pipeline.components import JUDGE_QUEUE, ComponentRef, queue_for
+from assay.scoring.pipeline.components import JUDGE_QUEUE, JUDGE_QUEUES, ComponentRef, queue_for
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.models import (
     Batch,
@@ -86,6 +86,7 @@ def create_components(
     judge_lane: str = "realtime",
     carry_over: bool = False,
     carry_judges: bool = True,
+    online: bool = False,
 ) -> list[ComponentRef]:
     """Component rows for scores (idempotent: existing rows are kept), returned as refs to publish.
 
@@ -96,7 +97,8 @@ def create_components(
     the item's latest finished score of the suite, where it landed ok (or skipped, for a metric),
     lands at once as a copy of that result at no cost and is never published (see
     :func:`carried_results`). A score all of whose components carry over is finalized here.
-    ``carry_judges=False`` (calibration repeats): judge components never carry over, only metrics."""
+    ``carry_judges=False`` (calibration repeats): judge components never carry over, only metrics.
+    ``online``: the components go on the online queues (``assay.scoring.online``)."""
     from assay.settings import get_settings
 
     refs: list[ComponentRef] = []
@@ -107,7 +109,7 @@ def create_components(
     for score_id, criteria_hash in scores:
         criteria = load_criteria(session, criteria_hash)
         for name, spec in criteria.components.items():
-            queue = queue_for(criteria, name)
+            queue = queue_for(criteria, name, online=online)
             row = dict(
                 score_id=score_id,
                 component=name,
@@ -120,7 +122,7 @@ def create_components(
                 run_after=None,  # every row has the same keys: one executemany
                 reason=None,
             )
-            previous = carried.get((score_id, name)) if carry_judges or queue != JUDGE_QUEUE else None
+            previous = carried.get((score_id, name)) if carry_judges or queue not in JUDGE_QUEUES else None
             if previous is not None:
                 carried_rows.append(
                     {

@@ -39,6 +39,7 @@ from assay.scoring.pipeline.carry_over import latest_finished_score
 from assay.scoring.pipeline.components import pending_score
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
+from assay.scoring.store.online_models import OnlineScore
 from assay.scoring.store.models import (
     Batch,
     Item,
@@ -63,6 +64,8 @@ class Selection:
 
     stale_only: bool = False
     partial: bool = False
+    # The nightly run: online items (scored from traces) only where their rule says ``rescore: true``.
+    nightly: bool = False
 
     def describe(self) -> str:
         parts = ["stale"] if self.stale_only else ["stale", "never scored"]
@@ -113,10 +116,21 @@ def candidates(record: SuiteRecord, selection: Selection):  # type: ignore[no-un
             )
         )
     clause = or_(*wanted)
+    if selection.nightly:
+        clause = and_(clause, _online_items_taken(record))
     kind = get_kind(record.kind)
     if kind.rescore_filter is not None:
         clause = and_(clause, kind.rescore_filter())
     return clause
+
+
+def _online_items_taken(record: SuiteRecord):  # type: ignore[no-untyped-def]
+    """Items that are not online ones, or whose online rule in this suite asks to be re-scored nightly."""
+    rescored = [rule["name"] for rule in ((record.options or {}).get("online") or {}).get("rules", []) if rule.get("rescore")]
+    online = exists().where(OnlineScore.item_id == Item.id)
+    if not rescored:
+        return ~online
+    return or_(~online, exists().where(OnlineScore.item_id == Item.id, OnlineScore.rule.in_(rescored)))
 
 
 # --- the estimate -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.scoring.pipeline.components import JUDGE_QUEUE
+from assay.scoring.pipeline.components import JUDGE_QUEUES
 from assay.scoring.reports.views import iso
 from assay.scoring.sessions.store import Feedback, percent
 from assay.scoring.store.models import Score
@@ -33,7 +33,7 @@ SCORE_FIELDS = (
 
 def judge_details(score: Score) -> dict[str, Any]:
     """The judge component's details when it gave a verdict (``score.components`` loaded)."""
-    judge = next((c for c in score.components if c.queue == JUDGE_QUEUE), None)
+    judge = next((c for c in score.components if c.queue in JUDGE_QUEUES), None)
     return (judge.details or {}) if judge is not None and judge.status == "ok" else {}
 
 

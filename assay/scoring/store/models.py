@@ -520,6 +520,6 @@ class Review(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-# EP-0028's feedback tables live in their own module but in this metadata: whoever reads the models
+# EP-0028's feedback tables and online scoring's tables live in their own module but in this metadata: whoever reads the models
 # (Alembic, the store) has every table.
-from assay.scoring.store import session_models  # noqa: E402,F401
+from assay.scoring.store import online_models, session_models  # noqa: E402,F401

@@ -57,6 +57,7 @@ from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
 from assay.scoring.suites.envsubst import substitute_tree
 from assay.scoring.suites.pairwise import check_section as check_pairwise
+from assay.scoring.suites.online_rules import OnlineRules
 from assay.scoring.suites.providers import (
     JUDGE_PARAMETERS,
     REFUSED_PARAMETERS,
@@ -315,6 +316,7 @@ class SuiteOptions(_Strict):
     rescore: RescoreOptions = Field(default_factory=RescoreOptions)
     review: ReviewRules = Field(default_factory=ReviewRules)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    online: OnlineRules = Field(default_factory=OnlineRules)
     description: str = ""
     # The pairwise rubric as written (``suites.pairwise`` resolves it): a run hashes it on its own, so
     # editing it leaves the suite's criteria, and its absolute scores, as they are.
@@ -528,6 +530,7 @@ class _SuiteFile(_Strict):
     review: ReviewRules = Field(default_factory=ReviewRules)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     pairwise: dict[str, Any] | None = None
+    online: OnlineRules = Field(default_factory=OnlineRules)
 
 
 def suite_path(config_dir: Path, name: str) -> Path:
@@ -621,6 +624,8 @@ def parse_suite(
                 f"{source}: review.disagreement names {unknown}, not components of this suite "
                 f"({', '.join(criteria.components)})"
             )
+    if spec.online.active and kind.prepare_payload is None:
+        raise CriteriaError(f"{source}: online rules build items through a fields mapping; kind {kind.name!r} takes none")
     options = SuiteOptions(
         enabled=spec.enabled,
         judge=options_judge,
@@ -629,6 +634,7 @@ def parse_suite(
         review=spec.review,
         retention=spec.retention,
         pairwise=spec.pairwise,
+        online=spec.online,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
 
