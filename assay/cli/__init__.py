@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from assay.cli import batches, embedded, labels, rescoring, services, suites, trust
+from assay.cli import batches, embedded, gating, labels, rescoring, services, suites, trust
 
 cli = typer.Typer(
     help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
@@ -27,6 +27,7 @@ for command in (
     batches.results,
     rescoring.diff,
     trust.compare,
+    gating.gate,
     batches.metrics,
     batches.cancel,
 ):

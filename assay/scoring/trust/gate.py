@@ -42,10 +42,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import BadRequest
 from assay.scoring.intake import batches
+from assay.scoring.store.filters import machine_scores
+from assay.scoring.store.models import Score
 from assay.scoring.trust import stats
 from assay.scoring.trust.noise import latest_noise
 
@@ -467,10 +470,17 @@ def _slices(pairs: Sequence[_Pair], options: GateOptions, sigma: float | None) -
 # --- a stored batch -------------------------------------------------------------------------------
 
 
-def batch_items(session: Session, batch_id: uuid.UUID, *, by: str | None) -> list[GateItem]:
-    """A stored batch's machine scores as gate items (PostgreSQL or the embedded SQLite store)."""
+def batch_items(session: Session, batch_id: uuid.UUID, *, by: str | None, chunk: int = 1000) -> list[GateItem]:
+    """A stored batch's machine scores (never calibration repeats) as gate items, PostgreSQL or the
+    embedded SQLite store; read a chunk at a time."""
     batches.get_batch(session, batch_id)  # NotFound names a missing batch
-    return list(items_from_scores(batches.iter_results(session, batch_id, status="all"), by=by))
+    query = (
+        select(Score)
+        .where(Score.batch_id == batch_id, machine_scores())
+        .options(selectinload(Score.item))
+        .execution_options(yield_per=chunk)
+    )
+    return list(items_from_scores(session.scalars(query), by=by))
 
 
 def noise_sigma(session: Session, criteria_hash: str | None) -> float | None:
