@@ -3,6 +3,8 @@ worker and the loopback fake judge."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli.test_cli import api_server, assay  # noqa: F401  (a fixture)
@@ -29,6 +31,11 @@ def test_dry_run_bounds_and_refusals(env):
     assert "2 item(s) × 3" in dry.stderr and "6 judge call(s)" in dry.stderr and "dry run" in dry.stderr
     result = assay("noise", "--suite", "kql", env=env)
     assert result.returncode == 0 and "no noise floor measured" in result.stdout
+    # --json: the documents alone on stdout, the estimate's lines on stderr.
+    noise = json.loads(assay("noise", "--suite", "kql", "--json", env=env).stdout)
+    assert noise["noise"] == [] and noise["suite"] == "kql"
+    dry_json = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "3", "--dry-run", "--json", env=env)
+    assert dry_json.returncode == 0 and json.loads(dry_json.stdout)["estimate"]["judge_calls"] == 6
 
 
 def test_calibrate_wait_prints_the_noise_and_noise_shows_it(env, live_worker_factory, fake_judge):

@@ -205,6 +205,8 @@ def test_diff_prints_aggregates_and_flips_and_writes_csv(api_server, tmp_path):
     rows = out.read_text().splitlines()
     assert rows[0] == "item_id,external_id,old_total,new_total,delta,old_passed,new_passed,flip,beyond_noise"
     assert len(rows) == 5
+    as_json = json.loads(assay("diff", "--suite", "s1", "--from", OLD, "--to", NEW, "--json", env=env).stdout)
+    assert as_json["summary"]["items_compared"] == 4 and as_json["flips_total"] == 2
     unknown = assay("diff", "--suite", "s1", "--from", OLD, "--to", "deadbeef", env=env)
     assert unknown.returncode == 2 and "404" in unknown.stderr and "deadbeef" in unknown.stderr
 
