@@ -108,6 +108,15 @@ def test_submit_wait_status_results_cancel(api_server, live_worker_factory, tmp_
     results = assay("results", batch_id, "--format", "csv", "-o", str(out), env=env)
     assert results.returncode == 0, results.stderr
     assert len(out.read_text().strip().splitlines()) == 5
+    workbook = tmp_path / "r.xlsx"
+    xlsx = assay("results", batch_id, "--format", "xlsx", "-o", str(workbook), env=env)
+    assert xlsx.returncode == 0, xlsx.stderr
+    from openpyxl import load_workbook
+
+    sheets = load_workbook(workbook, read_only=True)
+    assert sheets.sheetnames == ["Summary", "Results"] and len(list(sheets["Results"].iter_rows())) == 5
+    no_file = assay("results", batch_id, "--format", "xlsx", env=env)
+    assert no_file.returncode == 2 and "--output" in no_file.stderr
     jsonl = assay("results", batch_id, "--status", "failed", env=env)
     assert all(json.loads(line)["passed"] is False for line in jsonl.stdout.splitlines())
     again = assay("cancel", batch_id, env=env)
