@@ -27,7 +27,6 @@ from assay.cli.common import (
     fail,
     out,
     print_json,
-    request,
     signed,
     unreachable,
 )
@@ -109,9 +108,19 @@ class ApiStore:
             unreachable(exc)
 
     def sigma(self, suite: str | None, criteria_hash: str) -> float | None:
+        """The API's measured σw; None when the API does not know the suite (results files from an
+        embedded run gated with --api-url)."""
+        import httpx
+
         if suite is None:
             return None
-        floors = request(self.client.get, f"/api/v1/suites/{suite}/noise", params={"criteria_hash": criteria_hash})["noise"]
+        try:
+            response = self.client.get(f"/api/v1/suites/{suite}/noise", params={"criteria_hash": criteria_hash})
+        except httpx.HTTPError as exc:
+            unreachable(exc)
+        if response.status_code == 404:
+            return None
+        floors = check(response)["noise"]
         return floors[0]["sigma_w_total"] if floors else None
 
 

@@ -104,6 +104,16 @@ def test_compare_fail_on_regression_gates_through_the_api(api_server, tmp_path):
     gate = assay("gate", base, cand, "--api-url", api_server, "--min-pairs", "25", env=env)
     assert gate.returncode == 1 and "✗ too_few_pairs: 20 pair(s) compared" in gate.stdout
 
+    # Results files of a suite the API does not know: gated with no noise floor, not refused.
+    line = {"external_id": None, "criteria_hash": H, "status": "completed", "partial": False, "passed": True,
+            "total_score": 0.9, "suite": "only_on_a_laptop"}
+    results = tmp_path / "laptop.results.jsonl"
+    results.write_text("".join(json.dumps({**line, "external_id": f"x{n}"}) + "\n" for n in range(10)))
+    same = tmp_path / "again.results.jsonl"
+    same.write_text(results.read_text())
+    files = assay("gate", str(results), str(same), "--api-url", api_server, env=env)
+    assert files.returncode == 0 and "no noise floor measured" in files.stdout, files.stdout + files.stderr
+
     refused = assay("gate", base, cand, "--api-url", api_server, env=worker_env({"ASSAY_API_KEY": "wrong"}))
     assert refused.returncode == 4 and "ASSAY_API_KEY" in refused.stderr and "--api-key" in refused.stderr
 
