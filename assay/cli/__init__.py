@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from assay.cli import batches, embedded, labels, pairwise, rescoring, retention, services, suites, trust
+from assay.cli import batches, embedded, gating, labels, pairwise, rescoring, retention, services, suites, trust
 
 cli = typer.Typer(
     help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
@@ -29,6 +29,7 @@ for command in (
     retention.prune,
     trust.compare,
     pairwise.pairwise,
+    gating.gate,
     batches.metrics,
     batches.cancel,
 ):

@@ -14,14 +14,19 @@ from assay.cli.common import (
     api_client,
     check,
     console,
+    exit_unless_finished,
     fail,
+    out,
     print_estimate,
+    print_json,
     request,
     request_raw,
     summary_table,
+    unreachable,
     upload_with_progress,
-    watch,
 )
+from assay.cli.common import watch as watch_batch
+from assay.cli.gating import AsJson, FailUnder, Junit, finish_run
 
 
 def submit(
@@ -41,10 +46,17 @@ def submit(
             "budget_exhausted; resume it with `assay resume`). The pre-flight estimate is printed.",
         ),
     ] = None,
+    fail_under: FailUnder = None,
+    junit: Junit = None,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
-    """Upload FILE to the API as a batch (streamed), print its id, optionally wait for it."""
+    """Upload FILE to the API as a batch (streamed), print its id, optionally wait for it.
+
+    With --wait: exit 3 when the batch did not finish, 1 under --fail-under; --junit lists every item."""
+    if (fail_under is not None or junit is not None or as_json) and not wait:
+        fail("--fail-under, --junit and --json report on the finished batch: add --wait")
     headers = {"Content-Type": "application/x-ndjson"}
     if idempotency_key:
         headers["Idempotency-Key"] = idempotency_key
@@ -61,9 +73,17 @@ def submit(
             console.print(f"  line {bad['line']}: {bad['reason']}")
         if accepted.get("estimate"):
             print_estimate(accepted["estimate"], budget)
-        print(accepted["batch_id"])
-        if wait:
-            console.print(summary_table(watch(client, accepted["batch_id"], live)))
+        if not as_json:
+            print(accepted["batch_id"], flush=True)  # first on stdout: scripts read the id from there
+        if not wait:
+            return
+        view = watch_batch(client, accepted["batch_id"], live)
+    if not as_json:
+        out.print(summary_table(view))
+    finish_run(
+        view, accepted["batch_id"], fail_under=fail_under, baseline=None, options=None, junit=junit, as_json=as_json,
+        db=Path(".assay/embedded.db"), api_url=api_url, api_key=api_key,
+    )
 
 
 def resume(
@@ -77,48 +97,71 @@ def resume(
     """Resume a budget_exhausted batch under a new budget; what already landed is kept."""
     with api_client(api_url, api_key) as client:
         view = request(client.post, f"/api/v1/batches/{batch_id}/resume", json={"budget_usd": budget})
-    console.print(summary_table(view))
+    out.print(summary_table(view))
 
 
 def status(
     batch_id: str,
-    watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes.")] = False,
+    watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes (exit 3 when it does not).")] = False,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
     """Show a batch's progress and summary."""
     with api_client(api_url, api_key) as client:
-        view = watch(client, batch_id) if watch else request(client.get, f"/api/v1/batches/{batch_id}")
-    console.print(summary_table(view))
+        view = watch_batch(client, batch_id) if watch else request(client.get, f"/api/v1/batches/{batch_id}")
+    if as_json:
+        print_json(view)
+    else:
+        out.print(summary_table(view))
+    if watch:
+        exit_unless_finished(view)
+
+
+RESULT_FORMATS = ("jsonl", "csv", "xlsx")
 
 
 def results(
     batch_id: str,
-    format: Annotated[str, typer.Option(help="jsonl or csv")] = "jsonl",
-    status: Annotated[str, typer.Option(help="all, passed, failed or errored")] = "all",
+    format: Annotated[
+        str, typer.Option(help="jsonl or csv (every result, streamed), or xlsx (the Excel report; needs --output).")
+    ] = "jsonl",
+    status: Annotated[str, typer.Option(help="all, passed, failed or errored (jsonl and csv)")] = "all",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
-    """Export a batch's results (streamed)."""
+    """Export a batch's results (streamed), each with the item's content (input, output, expected,
+    context, metadata — metadata.KEY columns in CSV and Excel)."""
     import httpx
 
-    if format not in ("jsonl", "csv"):
-        fail("--format is jsonl or csv")
-    sink = output.open("w", newline="") if output else sys.stdout  # CSV lines end in \r\n as sent
+    if format not in RESULT_FORMATS:
+        fail(f"--format is one of {', '.join(RESULT_FORMATS)}, not {format!r}")
+    if format == "xlsx" and output is None:
+        fail("--format xlsx writes a workbook: name the file with --output")
+    if format == "xlsx":
+        path, params = f"/api/v1/batches/{batch_id}/report.xlsx", {}
+    else:
+        path, params = f"/api/v1/batches/{batch_id}/results", {"format": format, "status": status}
     try:
-        with api_client(api_url, api_key) as client:
-            with client.stream("GET", f"/api/v1/batches/{batch_id}/results", params={"format": format, "status": status}) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    check(response)
+        with api_client(api_url, api_key) as client, client.stream("GET", path, params=params) as response:
+            if response.status_code >= 400:
+                response.read()
+                check(response)
+            if format == "xlsx":
+                with output.open("wb") as sink:
+                    for chunk in response.iter_bytes():
+                        sink.write(chunk)
+                return
+            sink = output.open("w", newline="") if output else sys.stdout  # CSV lines end in \r\n as sent
+            try:
                 for text in response.iter_text():
                     sink.write(text)
+            finally:
+                if output:
+                    sink.close()
     except httpx.HTTPError as exc:
-        fail(f"cannot reach the API: {exc}")
-    finally:
-        if output:
-            sink.close()
+        unreachable(exc)
 
 
 def metrics(

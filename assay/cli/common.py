@@ -1,10 +1,15 @@
-"""What every command shares: the console (stderr), the API client and its errors, progress bars, summary tables."""
+"""What every command shares: the two consoles, the exit codes, the API client and its errors, progress
+bars, summary tables.
+
+Tables, summaries and ``--json`` documents go to stdout (``out``), so they can be piped and kept;
+progress bars, logs, warnings and errors go to stderr (``console``)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -13,6 +18,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 console = Console(stderr=True)
+out = Console(soft_wrap=True)
+
+# The exit codes, the same for every command (docs/reference/cli.md); 0 is done, or passed.
+EXIT_GATE_FAILED = 1  # a regression, a pass rate under --fail-under (suite validate: a problem)
+EXIT_USAGE = 2  # a mistake in the command or its input: bad options, a missing batch, bad lines
+EXIT_INCOMPLETE = 3  # a batch that did not finish (cancelled, failed, out of budget; the embedded stall)
+EXIT_API = 4  # the API unreachable, failing, or refusing the key
 
 
 ApiUrl = Annotated[str, typer.Option(envvar="ASSAY_API_URL", help="Base URL of the Assay API.")]
@@ -21,9 +33,20 @@ ApiUrl = Annotated[str, typer.Option(envvar="ASSAY_API_URL", help="Base URL of t
 ApiKey = Annotated[Optional[str], typer.Option(envvar="ASSAY_API_KEY", help="API key (bearer).")]
 
 
-def fail(message: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {message}")
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     raise typer.Exit(code)
+
+
+def print_json(document: Any) -> None:
+    """A ``--json`` document on stdout."""
+    typer.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+
+
+def exit_unless_finished(view: dict[str, Any]) -> None:
+    """Exit 3 when a batch that was waited for ended without finishing."""
+    if view["status"] != "completed":
+        fail(f"batch {view['batch_id']} ended {view['status']}: it did not finish", EXIT_INCOMPLETE)
 
 
 def progress_bar() -> Progress:
@@ -98,17 +121,33 @@ def api_client(api_url: str, api_key: str | None):  # type: ignore[no-untyped-de
     return httpx.Client(base_url=api_url, headers=headers, timeout=httpx.Timeout(60.0, read=600.0))
 
 
+# The API speaks of its query parameters; a CLI user needs the option that sets them.
+_CLI_WORDING = (("partial=true", "--partial"),)
+
+
 def check(response: Any) -> Any:
-    if response.status_code >= 400:
-        try:
-            body = response.json()
-        except ValueError:
-            fail(f"HTTP {response.status_code}: {response.text[:500]}")
-        console.print(f"[red]error {response.status_code}:[/red] {body.get('message', body)}")
-        for bad in (body.get("details") or {}).get("bad_lines", [])[:20]:
-            console.print(f"  line {bad['line']}: {bad['reason']}")
-        raise typer.Exit(1)
-    return response.json() if response.content else None
+    """The response's JSON; an HTTP error is reported and exits: 4 when the key is refused or the
+    server fails (5xx), 2 for a mistake in the request (a missing batch, bad lines)."""
+    if response.status_code < 400:
+        return response.json() if response.content else None
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": response.text[:500]}
+    message = str(body.get("message", body)) if isinstance(body, dict) else str(body)
+    for api_words, cli_words in _CLI_WORDING:
+        message = message.replace(api_words, cli_words)
+    console.print(f"[red]error {response.status_code}:[/red] {escape(message)}", highlight=False)
+    for bad in ((body.get("details") or {}) if isinstance(body, dict) else {}).get("bad_lines", [])[:20]:
+        console.print(f"  line {bad['line']}: {escape(str(bad['reason']))}", highlight=False)
+    if response.status_code in (401, 403):
+        console.print("the API refused the key: set ASSAY_API_KEY or pass --api-key with a key the API accepts")
+        raise typer.Exit(EXIT_API)
+    raise typer.Exit(EXIT_API if response.status_code >= 500 else EXIT_USAGE)
+
+
+def unreachable(exc: Exception) -> NoReturn:
+    fail(f"cannot reach the API: {exc} (is it running? set ASSAY_API_URL or pass --api-url)", EXIT_API)
 
 
 def request(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -117,7 +156,7 @@ def request(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return check(fn(*args, **kwargs))
     except httpx.HTTPError as exc:
-        fail(f"cannot reach the API: {exc}")
+        unreachable(exc)
 
 
 def upload_with_progress(path: Path, chunk_bytes: int = 1 << 20):  # type: ignore[no-untyped-def]
@@ -184,7 +223,7 @@ def download_csv(client: Any, path: str, params: dict[str, Any], target: Path) -
                 for text in response.iter_text():
                     sink.write(text)
     except httpx.HTTPError as exc:
-        fail(f"cannot reach the API: {exc}")
+        unreachable(exc)
 
 
 def request_raw(client: Any, path: str) -> Any:
@@ -193,7 +232,7 @@ def request_raw(client: Any, path: str) -> Any:
     try:
         response = client.get(path)
     except httpx.HTTPError as exc:
-        fail(f"cannot reach the API: {exc}")
+        unreachable(exc)
     check(response)
     return response
 

@@ -11,7 +11,19 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from assay.cli.common import console, fail, live_printer, progress_bar, report_domain_error, suite_path, summary_table
+from assay.cli.common import (
+    EXIT_INCOMPLETE,
+    EXIT_USAGE,
+    console,
+    fail,
+    live_printer,
+    progress_bar,
+    report_domain_error,
+    suite_path,
+    summary_table,
+)
+from assay.cli.common import out as stdout  # `run` has an `out` option
+from assay.cli.gating import Alpha, AsJson, By, FailUnder, Junit, MaxDrop, MinPairs, finish_run
 
 
 def run(
@@ -36,6 +48,17 @@ def run(
         Optional[bool],
         typer.Option("--live/--no-live", help="Print each result as it lands (default: for files up to 500 items)."),
     ] = None,
+    fail_under: FailUnder = None,
+    baseline: Annotated[
+        Optional[Path],
+        typer.Option(dir_okay=False, exists=True, help="Gate the run against this results file (as `assay gate` does): exit 1 on a regression."),
+    ] = None,
+    max_drop: MaxDrop = 0.0,
+    alpha: Alpha = 0.05,
+    min_pairs: MinPairs = 10,
+    by: By = None,
+    junit: Junit = None,
+    as_json: AsJson = False,
 ) -> None:
     """Score FILE embedded: SQLite and an in-process worker pool, no Redis or Postgres needed.
 
@@ -44,7 +67,16 @@ def run(
     name a dataset registered with --dataset (e.g. --dataset storm=examples/datasets/storm). A suite
     file given by path (--suite path/to/suite.yaml) is registered in the SQLite store under its name;
     files it names (prompt_file, rubric_file) are read beside it.
+
+    In CI: --fail-under RATE exits 1 under a pass rate; --baseline FILE gates the run against a results
+    file kept from the main branch (exit 1 on a regression); --junit FILE lists every item as a test.
     """
+    from assay.cli.gating import gate_options, sources
+
+    options = gate_options(max_drop, alpha, min_pairs, by) if baseline is not None else None
+    if baseline is not None:
+        with sources(db, None, None) as opened:
+            opened.side(str(baseline), by)  # a file that is no results file stops the run before it scores
     suite_file = suite_path(suite)
     if suite_file is not None and not suite_file.is_file():
         fail(f"--suite {suite}: no such suite file")
@@ -70,7 +102,7 @@ def run(
         batch_id = embedded.ingest_file(file, suite_file or suite, created_by=os.environ.get("USER", "cli"))
     except AssayError as exc:
         report_domain_error(exc)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     console.print(f"batch [bold]{batch_id}[/bold] · {file} · suite {suite}")
     worker_log = db.with_suffix(".log")
     with progress_bar() as bar:
@@ -100,11 +132,15 @@ def run(
                 log_file=worker_log,
             )
         except embedded.Stalled as exc:
-            fail(f"batch {batch_id} stopped: {exc} (the worker's log: {worker_log})", code=1)
+            fail(f"batch {batch_id} stopped: {exc} (the worker's log: {worker_log})", EXIT_INCOMPLETE)
     target = out or file.with_name(file.name + ".results.jsonl")
     count = _write_embedded_results(batch_id, target)
-    console.print(summary_table(view))
     console.print(f"{count} results written to [bold]{target}[/bold]")
+    if not as_json:
+        stdout.print(summary_table(view))
+    finish_run(
+        view, str(target), fail_under=fail_under, baseline=baseline, options=options, junit=junit, as_json=as_json, db=db,
+    )
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -114,7 +150,7 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 def _write_embedded_results(batch_id: Any, target: Path) -> int:
     from assay.scoring.intake import batches as svc
     from assay.scoring.kinds import get_kind
-    from assay.scoring.reports.views import live_lines, score_view
+    from assay.scoring.reports.views import export_view, live_lines
     from assay.scoring.store.db import new_session
     from assay.scoring.suites.criteria import load_criteria
 
@@ -125,7 +161,7 @@ def _write_embedded_results(batch_id: Any, target: Path) -> int:
         threshold, kind = criteria.threshold, get_kind(criteria.kind)
         with target.open("w") as handle:
             for score in svc.iter_results(session, batch_id, status="all"):
-                view = score_view(score, threshold=threshold)
+                view = export_view(score, threshold=threshold)
                 view["live"] = live_lines(score, kind, threshold)
                 handle.write(json.dumps(view) + "\n")
                 count += 1

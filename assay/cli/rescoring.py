@@ -17,13 +17,17 @@ from assay.cli.common import (
     console,
     difference_cell,
     download_csv,
+    exit_unless_finished,
     fail,
     mean_cell,
+    out,
     print_estimate,
+    print_json,
     request,
     summary_table,
     watch,
 )
+from assay.cli.gating import AsJson
 
 
 def rescore(
@@ -37,7 +41,8 @@ def rescore(
     dry_run: Annotated[bool, typer.Option(help="Only print the count and the estimated calls, tokens, dollars.")] = False,
     lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
     budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
-    wait: Annotated[bool, typer.Option(help="Show progress until the run's batch finishes.")] = False,
+    wait: Annotated[bool, typer.Option(help="Show progress until the run's batch finishes (exit 3 when it does not).")] = False,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -47,16 +52,27 @@ def rescore(
         fail(f"--lane must be realtime or batch, not {lane!r}")
     body = {"suite": suite, "stale_only": stale_only, "partial": partial, "dry_run": dry_run, "lane": lane, "budget_usd": budget}
     with api_client(api_url, api_key) as client:
-        out = request(client.post, "/api/v1/rescore", json=body)
-        console.print(f"suite {out['suite']} · criteria {out['criteria_hash'][:12]} · {out['selection']}")
-        print_estimate(out["estimate"], budget)
-        if out["batch_id"] is None:
+        answer = request(client.post, "/api/v1/rescore", json=body)
+        console.print(f"suite {answer['suite']} · criteria {answer['criteria_hash'][:12]} · {answer['selection']}")
+        print_estimate(answer["estimate"], budget)
+        if answer["batch_id"] is None:
             console.print("dry run: nothing was created" if dry_run else "nothing to re-score")
+            if as_json:
+                print_json(answer)
             return
-        console.print(f"re-scoring batch [bold]{out['batch_id']}[/bold]")
-        print(out["batch_id"])
-        if wait:
-            console.print(summary_table(watch(client, out["batch_id"], live=False)))
+        console.print(f"re-scoring batch [bold]{answer['batch_id']}[/bold]")
+        if not as_json:
+            print(answer["batch_id"], flush=True)  # first on stdout: scripts read the id from there
+        if not wait:
+            if as_json:
+                print_json(answer)
+            return
+        view = watch(client, answer["batch_id"], live=False)
+    if as_json:
+        print_json({**answer, "batch": view})
+    else:
+        out.print(summary_table(view))
+    exit_unless_finished(view)
 
 
 def _diff_summary_table(diff: dict[str, Any]) -> Table:
@@ -90,6 +106,7 @@ def diff(
         Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every compared item to this CSV file (streamed).")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many items to list by |delta| and how many flips.")] = 10,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -106,11 +123,14 @@ def diff(
     with api_client(api_url, api_key) as client:
         moved = request(client.get, "/api/v1/criteria/diff", params=params)
         flips = request(client.get, "/api/v1/criteria/diff", params={**params, "flips_only": "true"})
-        console.print(_diff_summary_table(moved))
-        if moved["items"]:
-            console.print(changes_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"], "old", "new"))
-        if flips["items"]:
-            console.print(changes_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"], "old", "new"))
+        if as_json:
+            print_json({**moved, "flips": flips["items"], "flips_total": flips["total"]})
+        else:
+            out.print(_diff_summary_table(moved))
+            if moved["items"]:
+                out.print(changes_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"], "old", "new"))
+            if flips["items"]:
+                out.print(changes_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"], "old", "new"))
         if csv_file is None:
             return
         download_csv(client, "/api/v1/criteria/diff", params, csv_file)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from assay.cli.common import console, fail
+from assay.cli.common import EXIT_API, console, fail
 
 
 def _wait_for_database(role: str, *, migrated: bool = True, interval: float = 2.0, timeout: float | None = None) -> None:
@@ -57,7 +57,7 @@ def _wait_for_database(role: str, *, migrated: bool = True, interval: float = 2.
                 reason = f"not reachable ({first[0] if first else type(exc).__name__})"
             waited = time.monotonic() - started
             if timeout is not None and waited >= timeout:
-                fail(f"{role}: gave up waiting for the database after {waited:.0f}s: {reason}")
+                fail(f"{role}: gave up waiting for the database after {waited:.0f}s: {reason}", EXIT_API)
             # Say it when the reason changes, and every 30 s while it does not.
             if reason != last_said[0] or time.monotonic() - last_said[1] >= 30:
                 console.print(f"{role}: waiting for the database: {reason}; retrying every {interval:g}s")

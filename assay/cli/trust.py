@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assay.cli.common import (
+    EXIT_INCOMPLETE,
     ApiKey,
     ApiUrl,
     api_client,
@@ -20,9 +21,12 @@ from assay.cli.common import (
     download_csv,
     fail,
     mean_cell,
+    out,
     print_estimate,
+    print_json,
     request,
 )
+from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options, sources
 
 
 def _noise_table(floor: dict[str, Any]) -> Table:
@@ -59,6 +63,7 @@ def calibrate(
     lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
     dry_run: Annotated[bool, typer.Option(help="Only print the sample size and the estimated calls, tokens, dollars.")] = False,
     wait: Annotated[bool, typer.Option(help="Wait for the run to finish and print the noise it measured.")] = False,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -71,42 +76,54 @@ def calibrate(
         fail(f"--lane must be realtime or batch, not {lane!r}")
     body = {"sample": sample, "repeats": repeats, "budget_usd": budget, "lane": lane, "dry_run": dry_run}
     with api_client(api_url, api_key) as client:
-        out = request(client.post, f"/api/v1/suites/{suite}/calibrations", json=body)
-        console.print(f"suite {out['suite']} · criteria {out['criteria_hash'][:12]} · {out['sample']} item(s) × {out['repeats']}")
-        print_estimate(out["estimate"], budget)
-        run = out["calibration"]
+        answer = request(client.post, f"/api/v1/suites/{suite}/calibrations", json=body)
+        console.print(f"suite {answer['suite']} · criteria {answer['criteria_hash'][:12]} · {answer['sample']} item(s) × {answer['repeats']}")
+        print_estimate(answer["estimate"], budget)
+        run = answer["calibration"]
         if run is None:
             console.print("dry run: nothing was created")
+            if as_json:
+                print_json(answer)
             return
         console.print(f"calibration run [bold]{run['id']}[/bold] (batch {run['batch_id']})")
-        print(run["id"])
+        if not as_json:
+            print(run["id"], flush=True)  # first on stdout: scripts read the id from there
         if not wait:
+            if as_json:
+                print_json(answer)
             return
         while run["status"] == "running":
             time.sleep(1.0)
-            run = request(client.get, f"/api/v1/suites/{out['suite']}/calibrations/{run['id']}")
-        if run["noise"] is None:
-            fail(f"calibration run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a noise estimate", 1)
-        console.print(_noise_table(run["noise"]))
+            run = request(client.get, f"/api/v1/suites/{answer['suite']}/calibrations/{run['id']}")
+    if as_json:
+        print_json({**answer, "calibration": run})
+    elif run["noise"] is not None:
+        out.print(_noise_table(run["noise"]))
+    if run["noise"] is None:
+        fail(f"calibration run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a noise estimate", EXIT_INCOMPLETE)
 
 
 def noise(
     suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose measured judge noise to show.")],
     criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (64 hex characters).")] = None,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
     """The judge's noise floor of each criteria hash of a suite (its latest calibration run)."""
     with api_client(api_url, api_key) as client:
-        out = request(
+        answer = request(
             client.get, f"/api/v1/suites/{suite}/noise", params={"criteria_hash": criteria_hash} if criteria_hash else None
         )
-    if not out["noise"]:
-        console.print(out["note"])
+    if as_json:
+        print_json(answer)
         return
-    for floor in out["noise"]:
-        current = " (current)" if floor["criteria_hash"] == out["current_criteria_hash"] else ""
-        console.print(_noise_table(floor), f"criteria {floor['criteria_hash']}{current}")
+    if not answer["noise"]:
+        out.print(answer["note"])
+        return
+    for floor in answer["noise"]:
+        current = " (current)" if floor["criteria_hash"] == answer["current_criteria_hash"] else ""
+        out.print(_noise_table(floor), f"criteria {floor['criteria_hash']}{current}")
 
 
 def _compare_table(report: dict[str, Any]) -> Table:
@@ -154,6 +171,15 @@ def compare(
         Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every pair to this CSV file (streamed).")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=100, help="How many moved and flipped items to list.")] = 10,
+    fail_on_regression: Annotated[
+        bool, typer.Option(help="Gate BATCH_B against BATCH_A as `assay gate` does: exit 1 on a regression.")
+    ] = False,
+    max_drop: MaxDrop = 0.0,
+    alpha: Alpha = 0.05,
+    min_pairs: MinPairs = 10,
+    by: By = None,
+    junit: Junit = None,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -164,21 +190,34 @@ def compare(
     difference with McNemar's exact test, each shared component's shift, and beside each mean difference
     the judge's noise floor (or "no noise floor measured" without `assay calibrate`); then the items that
     moved most and those that flipped. Warns when the batches have different criteria or suites.
+    With --fail-on-regression, the gate's verdict follows (`assay gate`) and decides the exit code.
     """
+    if (junit is not None or by is not None) and not fail_on_regression:
+        fail("--junit and --by belong to the gate: add --fail-on-regression")
+    options = gate_options(max_drop, alpha, min_pairs, by) if fail_on_regression else None
     params = {"a": batch_a, "b": batch_b}
     with api_client(api_url, api_key) as client:
         report = request(client.get, "/api/v1/compare", params=params)
+        if csv_file is not None:
+            download_csv(client, "/api/v1/compare", params, csv_file)
+            console.print(f"every pair written to [bold]{csv_file}[/bold]")
+    gate_report = None
+    if options is not None:
+        with sources(Path(".assay/embedded.db"), api_url, api_key) as opened:
+            gate_report, _ = opened.gate(batch_a, batch_b, options)
+    if as_json:
+        print_json({**report, "gate": gate_report.to_dict() if gate_report else None})
+    else:
         for warning in report["warnings"]:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-        console.print(_compare_table(report))
+        out.print(_compare_table(report))
         if report["moved_most"]:
             moved = report["moved_most"][:limit]
-            console.print(changes_table(f"moved most ({len(moved)} of {report['paired']})", moved, "a", "b"))
+            out.print(changes_table(f"moved most ({len(moved)} of {report['paired']})", moved, "a", "b"))
         if report["flipped"]:
             flipped = report["flipped"][:limit]
             flips = report["mcnemar"]["pass_to_fail"] + report["mcnemar"]["fail_to_pass"]
-            console.print(changes_table(f"flipped ({len(flipped)} of {flips})", flipped, "a", "b"))
-        if csv_file is None:
-            return
-        download_csv(client, "/api/v1/compare", params, csv_file)
-    console.print(f"every pair written to [bold]{csv_file}[/bold]")
+            out.print(changes_table(f"flipped ({len(flipped)} of {flips})", flipped, "a", "b"))
+    if gate_report is not None:
+        # The comparison's JSON above carries the gate's; only the verdict's text, JUnit and exit code remain.
+        finish_gate(gate_report, junit=junit, as_json=as_json, name="assay compare", quiet=as_json)

@@ -184,3 +184,27 @@ def test_without_fields_a_line_is_the_canonical_item(suites):
     assert r.status_code == 202, r.text
     with transaction() as s:
         assert s.scalars(select(Item.payload)).one() == good
+
+
+def test_every_export_carries_the_items_content_and_metadata_columns(suites):
+    """The results exports (JSONL, CSV) and the report (CSV) carry each item's content; CSV has one
+    ``metadata.KEY`` column per key any item has (read before streaming), escaped by the CSV writer."""
+    import csv
+    import io
+
+    lines = [_line(1, team='=HYPERLINK("http://x")'), _line(2, team="billing")]
+    r = suites.post("/api/v1/batches?suite=generic_mapped_upload", content=jsonl(*lines))
+    assert r.status_code == 202, r.text
+    batch_id = r.json()["batch_id"]
+    exported = suites.get(f"/api/v1/batches/{batch_id}/results", params={"format": "jsonl"})
+    first = json.loads(exported.text.splitlines()[0])
+    assert first["item"]["input"] == "Question 1?" and first["item"]["metadata"] == {"team": '=HYPERLINK("http://x")'}
+    for url, params in (
+        (f"/api/v1/batches/{batch_id}/results", {"format": "csv"}),
+        (f"/api/v1/batches/{batch_id}/report.csv", {}),
+    ):
+        text = suites.get(url, params=params).text
+        rows = list(csv.DictReader(io.StringIO(text)))
+        assert [row["metadata.team"] for row in rows] == ['\'=HYPERLINK("http://x")', "billing"], url
+        assert rows[0]["input"] == "Question 1?" and rows[0]["expected"] == "answer 1 [1]", url
+        assert json.loads(rows[0]["context"]) == ["first passage", "second passage"], url

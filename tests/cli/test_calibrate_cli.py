@@ -3,6 +3,8 @@ worker and the loopback fake judge."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli.test_cli import api_server, assay  # noqa: F401  (a fixture)
@@ -22,14 +24,19 @@ def test_dry_run_bounds_and_refusals(env):
     result = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "1", env=env)
     assert result.returncode == 2 and "repeats" in result.stderr
     result = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "2", env=env)
-    assert result.returncode == 1 and "422" in result.stderr and "no stored items" in result.stderr
+    assert result.returncode == 2 and "422" in result.stderr and "no stored items" in result.stderr
     make_batch_id, _ = make_batch(3)
     complete_all(make_batch_id)
     dry = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "3", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "2 item(s) × 3" in dry.stderr and "6 judge call(s)" in dry.stderr and "dry run" in dry.stderr
     result = assay("noise", "--suite", "kql", env=env)
-    assert result.returncode == 0 and "no noise floor measured" in result.stderr
+    assert result.returncode == 0 and "no noise floor measured" in result.stdout
+    # --json: the documents alone on stdout, the estimate's lines on stderr.
+    noise = json.loads(assay("noise", "--suite", "kql", "--json", env=env).stdout)
+    assert noise["noise"] == [] and noise["suite"] == "kql"
+    dry_json = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "3", "--dry-run", "--json", env=env)
+    assert dry_json.returncode == 0 and json.loads(dry_json.stdout)["estimate"]["judge_calls"] == 6
 
 
 def test_a_calibration_over_the_cap_needs_a_budget(clean_db):
@@ -54,9 +61,9 @@ def test_calibrate_wait_prints_the_noise_and_noise_shows_it(env, live_worker_fac
     live_worker_factory(judge_env(fake_judge))
     run = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "2", "--wait", env=env, timeout=180)
     assert run.returncode == 0, run.stderr
-    run_id = run.stdout.strip().splitlines()[-1]
-    assert "judge noise" in run.stderr and "llm_grading" in run.stderr and "total" in run.stderr
-    assert "2 repeats per item" in run.stderr
+    run_id = run.stdout.strip().splitlines()[0]
+    assert "judge noise" in run.stdout and "llm_grading" in run.stdout and "total" in run.stdout
+    assert "2 repeats per item" in run.stdout
     assert fake_judge.calls()["total"] == 4
     shown = assay("noise", "--suite", "kql", env=env)
-    assert shown.returncode == 0 and run_id[:8] in shown.stderr and "(current)" in shown.stderr
+    assert shown.returncode == 0 and run_id[:8] in shown.stdout and "(current)" in shown.stdout

@@ -114,27 +114,45 @@ def test_submit_wait_status_results_cancel(api_server, live_worker_factory, tmp_
     env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": API_KEY})
     submitted = assay("submit", str(EXAMPLES), "--suite", "kql", "--wait", env=env)
     assert submitted.returncode == 0, submitted.stderr
-    batch_id = submitted.stdout.strip().splitlines()[-1]
-    assert "4 items accepted" in submitted.stderr and "completed" in submitted.stderr
+    batch_id = submitted.stdout.strip().splitlines()[0]
+    assert "4 items accepted" in submitted.stderr and "completed" in submitted.stdout
     status = assay("status", batch_id, env=env)
-    assert status.returncode == 0 and "completed" in status.stderr
+    # The summary is on stdout (it can be piped and kept), nothing of it on stderr.
+    assert status.returncode == 0 and "completed" in status.stdout and status.stderr == ""
     out = tmp_path / "r.csv"
     results = assay("results", batch_id, "--format", "csv", "-o", str(out), env=env)
     assert results.returncode == 0, results.stderr
     assert len(out.read_text().strip().splitlines()) == 5
+    workbook = tmp_path / "r.xlsx"
+    xlsx = assay("results", batch_id, "--format", "xlsx", "-o", str(workbook), env=env)
+    assert xlsx.returncode == 0, xlsx.stderr
+    from openpyxl import load_workbook
+
+    sheets = load_workbook(workbook, read_only=True)
+    assert sheets.sheetnames == ["Summary", "Results"] and len(list(sheets["Results"].iter_rows())) == 5
+    no_file = assay("results", batch_id, "--format", "xlsx", env=env)
+    assert no_file.returncode == 2 and "--output" in no_file.stderr
     jsonl = assay("results", batch_id, "--status", "failed", env=env)
     assert all(json.loads(line)["passed"] is False for line in jsonl.stdout.splitlines())
     again = assay("cancel", batch_id, env=env)
-    assert again.returncode == 1 and "already completed" in again.stderr
+    assert again.returncode == 2 and "already completed" in again.stderr
 
 
-def test_client_commands_report_auth_and_network_errors(api_server):
+def test_client_commands_report_auth_and_network_errors(api_server, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(EXAMPLES.read_text().splitlines()[0] + "\n{broken\n")
+    env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": API_KEY})
+    refused = assay("submit", str(bad), "--suite", "kql", env=env)
+    # The 422 names the CLI's own option, not the API's query parameter.
+    assert refused.returncode == 2 and "line 2" in refused.stderr
+    assert "--partial" in refused.stderr and "partial=true" not in refused.stderr
     env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": "wrong"})
     result = assay("status", "00000000-0000-0000-0000-000000000000", env=env)
-    assert result.returncode == 1 and "401" in result.stderr
+    assert result.returncode == 4 and "401" in result.stderr
+    assert "ASSAY_API_KEY" in result.stderr and "--api-key" in result.stderr
     env = worker_env({"ASSAY_API_URL": f"http://127.0.0.1:{free_port()}", "ASSAY_API_KEY": API_KEY})
     result = assay("status", "00000000-0000-0000-0000-000000000000", env=env)
-    assert result.returncode == 2 and "cannot reach the API" in result.stderr
+    assert result.returncode == 4 and "cannot reach the API" in result.stderr
 
 
 def test_run_with_a_dataset_scores_queries_offline(tmp_path):
@@ -167,6 +185,29 @@ def test_submit_wait_prints_live_results(api_server, live_worker_factory):
     assert quiet.returncode == 0 and "Score: " not in quiet.stderr
 
 
+def test_submit_wait_fail_under_exits_1_and_writes_junit(api_server, live_worker_factory, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    live_worker_factory()
+    env = worker_env({"ASSAY_API_URL": api_server, "ASSAY_API_KEY": API_KEY})
+    junit = tmp_path / "junit.xml"
+    gated = assay("submit", str(EXAMPLES), "--suite", "kql", "--wait", "--no-live", "--fail-under", "1",
+                  "--junit", str(junit), env=env)
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert "✗ fail_under: pass rate" in gated.stdout and "is under 100%" in gated.stdout
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert {"perfect-match", "minor-differences", "failed-query", "did-not-execute", "fail_under"} == set(cases)
+    # Without a judge key every score is partial, and a partial item cannot pass a CI check.
+    assert cases["perfect-match"].find("failure").get("message").startswith("partial: a component was skipped")
+    assert cases["fail_under"].find("failure").get("message").startswith("pass rate 0.0% (0 of 4 items)")
+
+    batch_id = gated.stdout.splitlines()[0]
+    status = assay("status", batch_id, "--json", env=env)
+    assert status.returncode == 0 and json.loads(status.stdout)["status"] == "completed"
+    usage = assay("submit", str(EXAMPLES), "--suite", "kql", "--fail-under", "0.5", env=env)
+    assert usage.returncode == 2 and "add --wait" in usage.stderr
+
+
 def test_diff_prints_aggregates_and_flips_and_writes_csv(api_server, tmp_path):
     from assay.scoring.store.db import transaction
     from tests.scoring.test_diff import NEW, OLD, seed_known_case
@@ -177,19 +218,21 @@ def test_diff_prints_aggregates_and_flips_and_writes_csv(api_server, tmp_path):
     out = tmp_path / "diff.csv"
     result = assay("diff", "--suite", "s1", "--from", OLD[:8], "--to", NEW, "--csv", str(out), "--limit", "1", env=env)
     assert result.returncode == 0, result.stderr
-    lines = [" ".join(line.replace("│", " ").split()) for line in result.stderr.splitlines()]
+    lines = [" ".join(line.replace("│", " ").split()) for line in result.stdout.splitlines()]
     for expected in [
         "items compared 4", "only under from / only under to 1 / 1", "mean total old → new 0.625 → 0.688",
         "mean delta [95 % CI] +0.062 [", "pass→fail / fail→pass 1 / 1 · McNemar p = 1", "a shift (n=4) +0.125 [",
         "b shift (n=2) -0.250 [-0.500, +0.000] · no noise floor measured", "wins / ties / losses of to 3 / 0 / 1",
         "cost of the run (USD) 1.3750", "largest |delta| (1 of 4)", "q2 1.000 0.500 -0.500 pass→fail –", "flips (1 of 2)",
     ]:
-        assert any(expected in line for line in lines), (expected, result.stderr)
+        assert any(expected in line for line in lines), (expected, result.stdout)
     rows = out.read_text().splitlines()
     assert rows[0] == "item_id,external_id,old_total,new_total,delta,old_passed,new_passed,flip,beyond_noise"
     assert len(rows) == 5
+    as_json = json.loads(assay("diff", "--suite", "s1", "--from", OLD, "--to", NEW, "--json", env=env).stdout)
+    assert as_json["summary"]["items_compared"] == 4 and as_json["flips_total"] == 2
     unknown = assay("diff", "--suite", "s1", "--from", OLD, "--to", "deadbeef", env=env)
-    assert unknown.returncode == 1 and "404" in unknown.stderr and "deadbeef" in unknown.stderr
+    assert unknown.returncode == 2 and "404" in unknown.stderr and "deadbeef" in unknown.stderr
 
 
 def test_run_stops_with_the_error_when_tasks_keep_failing(tmp_path):
@@ -213,7 +256,7 @@ def test_run_stops_with_the_error_when_tasks_keep_failing(tmp_path):
     started = time.monotonic()
     result = assay("run", str(EXAMPLES), "--suite", "kql", "--db", str(db), "--no-live", env=env, cwd=tmp_path, timeout=110)
     output = result.stdout + result.stderr
-    assert result.returncode == 1, output
+    assert result.returncode == 3, output
     assert output.count("worker error:") >= 1 and "the disk says no" in output
     assert "stopped: nothing finished for" in output
     # The tracebacks are in the worker's log beside the database, not on the terminal.

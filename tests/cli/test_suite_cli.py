@@ -152,4 +152,4 @@ def test_push_registers_a_suite_through_the_api_and_again_is_unchanged(clean_db,
         assert again.returncode == 0 and "unchanged (version 1)" in again.stderr
         assert again.stdout == first.stdout  # the criteria hash
         refused = assay("suite", "push", str(write_suite(tmp_path / "other")), "--api-url", url, "--api-key", API_KEY)
-        assert refused.returncode == 1 and "error 422" in refused.stderr and "${VAR}" in refused.stderr
+        assert refused.returncode == 2 and "error 422" in refused.stderr and "${VAR}" in refused.stderr

@@ -82,7 +82,11 @@ def stored_score(position: int = 1) -> Score:
         id=uuid.uuid4(), item_id=uuid.uuid4(), position=position, status="completed", total=0.8, passed=True,
         partial=False, error_message=None, cost_usd=0.0021,
     )
-    score.item = Item(external_id=f"q{position}")
+    score.item = Item(
+        external_id=f"q{position}",
+        payload={"input": f"question {position}", "output": "answer", "expected": "reference",
+                 "context": ["passage one", "passage two"], "metadata": {"product": "=HYPERLINK(\"http://x\")", "tier": position}},
+    )
     score.components = [
         component("exact", "ok", 1.0, {"normalised": True}),
         component("correctness", "ok", 0.75, {"reasoning": "Matches the reference.", "scale": 4, "min": 1, "max": 5}),
@@ -104,7 +108,8 @@ def test_columns_follow_the_components_and_each_verdict_type(criteria):
     columns = generic_columns(criteria)
     assert columns[:7] == ["position", "score_id", "external_id", "status", "total_score", "passed", "partial"]
     assert columns[-2:] == ["error_message", "cost_usd"]
-    assert columns[7:10] == ["exact_score", "exact_status", "exact_reason"]  # a metric: no judge columns
+    assert columns[7:11] == ["input", "output", "expected", "context"]  # the item's content beside its verdict
+    assert columns[11:14] == ["exact_score", "exact_status", "exact_reason"]  # a metric: no judge columns
     for name in ("correctness", "tone", "safe", "helpful"):
         at = columns.index(f"{name}_score")
         assert columns[at : at + 5] == [f"{name}_score", f"{name}_status", f"{name}_reason", f"{name}_verdict", f"{name}_reasoning"]
@@ -141,7 +146,8 @@ def test_a_component_not_landed_yet_has_empty_cells(criteria):
 def context(criteria) -> ReportContext:
     batch = {"batch_id": "b", "suite": "support_answers", "criteria_hash": "h", "status": "completed",
              "created_by": "t", "created_at": None, "finished_at": None, "total_items": 2}
-    return ReportContext(uuid.uuid4(), batch, {}, criteria, get_kind("generic"), generic_columns(criteria))
+    keys = ["product", "tier"]
+    return ReportContext(uuid.uuid4(), batch, {}, criteria, get_kind("generic"), generic_columns(criteria, keys), keys)
 
 
 def test_csv_json_and_excel_reports_share_the_columns(criteria, tmp_path):
@@ -162,3 +168,33 @@ def test_csv_json_and_excel_reports_share_the_columns(criteria, tmp_path):
     assert header == ctx.columns
     assert first[header.index("tone_reasoning")] == "=polite"  # text, never a formula
     assert first[header.index("correctness_verdict")] == 4
+
+
+def test_reports_carry_the_item_and_its_metadata_columns(criteria, tmp_path):
+    ctx = context(criteria)
+    assert ctx.columns[7:13] == ["input", "output", "expected", "context", "metadata.product", "metadata.tier"]
+    without = stored_score(2)
+    without.item.payload = {"input": "no metadata here", "output": "answer"}
+    rows = list(csv.DictReader(io.StringIO("".join(csv_chunks(ctx, [stored_score(1), without])))))
+    first, second = rows
+    assert first["input"] == "question 1" and first["expected"] == "reference"
+    assert json.loads(first["context"]) == ["passage one", "passage two"]
+    # A formula-looking metadata value is escaped by the one CSV writer; a missing key is an empty cell.
+    assert first["metadata.product"] == "'=HYPERLINK(\"http://x\")" and first["metadata.tier"] == "1"
+    assert second["input"] == "no metadata here" and second["metadata.product"] == "" and second["expected"] == ""
+
+    doc = json.loads("".join(json_chunks(ctx, [stored_score(1)])))
+    assert doc["rows"][0]["metadata.product"] == "=HYPERLINK(\"http://x\")" and doc["rows"][0]["input"] == "question 1"
+
+
+def test_excel_cuts_an_item_over_the_cell_limit_with_a_marker(criteria, tmp_path):
+    ctx = context(criteria)
+    long = stored_score()
+    long.item.payload = {**long.item.payload, "input": "x" * 40_000}
+    path = tmp_path / "long.xlsx"
+    write_xlsx(ctx, [long], str(path))
+    sheet = load_workbook(path, read_only=True)["Results"]
+    header, first = [[c.value for c in row] for row in sheet.iter_rows(max_row=2)]
+    cell = first[header.index("input")]
+    assert len(cell) <= 32_767 and cell.endswith("[cut at Excel's cell limit]") and cell.startswith("xxxx")
+    assert first[header.index("metadata.product")] == "=HYPERLINK(\"http://x\")"  # text, never a formula

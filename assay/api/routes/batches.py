@@ -25,9 +25,9 @@ from assay.scoring.intake import batches as svc
 from assay.scoring.intake.idempotency import IdempotencyKey
 from assay.scoring.intake.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
-from assay.scoring.reports.batch_reports import generic_columns, generic_row
+from assay.scoring.reports.batch_reports import generic_columns, generic_row, metadata_cells, metadata_keys
 from assay.scoring.reports.csv_writer import csv_chunks
-from assay.scoring.reports.views import batch_view, live_lines, score_view
+from assay.scoring.reports.views import batch_view, export_view, live_lines, score_view
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES
 from assay.scoring.suites.criteria import current_suite, load_criteria
@@ -328,21 +328,25 @@ def _export(batch_id: uuid.UUID, status: str, fmt: str, criteria: Criteria, kind
     with the human verdict beside the machine one (``human`` in JSONL, the ``human_*`` columns in CSV)."""
     session = new_session()
     try:
+        keys = metadata_keys(session, batch_id) if fmt == "csv" else []
         rows = with_human_verdicts(svc.iter_results(session, batch_id, status=status), session=session)
         if fmt == "jsonl":
             for score, human in rows:
-                view = score_view(score, threshold=criteria.threshold)
+                view = export_view(score, threshold=criteria.threshold)
                 if kind.report_row is not None:
                     view["report"] = kind.report_row(score)
                 view["human"] = human_cells(human)
                 yield json.dumps(view) + "\n"
             return
         if kind.report_row is not None:
-            yield from csv_chunks({**kind.report_row(score), **human_cells(human)} for score, human in rows)
+            yield from csv_chunks(
+                {**kind.report_row(score), **metadata_cells(score, keys), **human_cells(human)}
+                for score, human in rows
+            )
         else:
             yield from csv_chunks(
-                ({**generic_row(score, criteria), **human_cells(human)} for score, human in rows),
-                [*generic_columns(criteria), *HUMAN_COLUMNS],
+                ({**generic_row(score, criteria, keys), **human_cells(human)} for score, human in rows),
+                [*generic_columns(criteria, keys), *HUMAN_COLUMNS],
             )
     finally:
         session.close()

@@ -1,4 +1,5 @@
-"""Comparing two batches: a thin adapter over ``assay.scoring.trust.compare``."""
+"""Comparing two batches, and gating one against the other: thin adapters over
+``assay.scoring.trust.compare`` and ``assay.scoring.trust.gate``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from assay.api.json_body import StrictJsonRoute
 from assay.scoring.reports.csv_writer import csv_chunks
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.trust import compare as svc
-from assay.scoring.trust import stats
+from assay.scoring.trust import gate, stats
 from assay.scoring.trust.noise import NoiseFloor
 
 router = APIRouter(prefix="/api/v1", tags=["compare"], route_class=StrictJsonRoute)
@@ -225,3 +226,97 @@ def _csv(a: uuid.UUID, b: uuid.UUID, item_floor: float | None) -> Iterator[str]:
         yield from csv_chunks(svc.iter_pairs(session, a, b, item_floor=item_floor), svc.CSV_COLUMNS, rows_per_chunk=1000)
     finally:
         session.close()
+
+
+# --- the gate -------------------------------------------------------------------------------------
+
+GATE_DOC = """Gate batch `candidate` against batch `baseline`: does the candidate regress beyond the judge's noise?
+
+Items are paired by external id. The gate **fails** when McNemar's exact p < `alpha` with more
+pass→fail than fail→pass pairs (rule `mcnemar`), or when the upper end of the paired bootstrap 95 %
+interval of the mean total difference (candidate − baseline) is below −`max_drop` (rule `max_drop`) —
+and, when the judge's noise was measured for the criteria hash (`assay calibrate`), only when the drop
+exceeds the noise floor over those pairs. Errored, failed and partial candidate items count as
+failures; baseline items that are not usable leave their pair out. It never passes on nothing:
+unfinished items (`incomplete`), different criteria hashes (`criteria_hash`) and fewer than
+`min_pairs` pairs (`too_few_pairs`) fail with the reason. With `by=metadata.KEY`, each slice of at
+least `min_pairs` pairs is gated too, McNemar's p-values Holm-corrected across slices and each slice's
+interval widened to 1 − 0.05/m; smaller slices are listed and flagged, not gated.
+
+`failures` names each rule that failed; `failing_items` lists every candidate item that did not pass,
+with the reason (the CLI's `--junit` writes them as test cases)."""
+
+
+class GateFailureOut(BaseModel):
+    rule: Literal["incomplete", "criteria_hash", "too_few_pairs", "mcnemar", "max_drop"]
+    message: str
+
+
+class GateVerdictsOut(BaseModel):
+    pairs: int
+    baseline_pass_rate: float | None
+    candidate_pass_rate: float | None
+    mean_difference: float | None = Field(..., description="Mean of candidate − baseline totals")
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float = Field(..., description="The interval's level (widened per slice)")
+    pass_to_fail: int
+    fail_to_pass: int
+    p_value: float = Field(..., description="McNemar's exact two-sided p-value")
+    adjusted_alpha: float = Field(..., description="The α the p-value is held to (Holm's level for a slice; 0: Holm stopped)")
+    noise_floor: float | None = Field(..., description="The judge's noise floor of the mean over these pairs (null: not measured)")
+    passed: bool
+    failures: list[GateFailureOut]
+    notes: list[str] = Field(..., description="A regression the noise floor explains is passed and said here")
+
+
+class GateSliceOut(GateVerdictsOut):
+    name: str
+    gated: bool = Field(..., description="False: fewer pairs than min_pairs, flagged rather than gated")
+
+
+class GateItemOut(BaseModel):
+    external_id: str | None
+    passed: bool
+    reason: str | None
+
+
+class GateOptionsOut(BaseModel):
+    alpha: float
+    max_drop: float
+    min_pairs: int
+    by: str | None
+
+
+class GateOut(BaseModel):
+    passed: bool
+    failures: list[GateFailureOut] = Field(..., description="Every rule that failed, the slices' included")
+    baseline: str
+    candidate: str
+    criteria_hash: str | None = Field(..., description="The shared criteria hash (null when they differ)")
+    options: GateOptionsOut
+    counts: dict[str, int]
+    overall: GateVerdictsOut
+    slices: list[GateSliceOut]
+    failing_items: list[GateItemOut]
+
+
+@router.get(
+    "/gate",
+    response_model=GateOut,
+    summary="Gate a candidate batch against a baseline: McNemar, the mean difference's interval, the noise floor",
+    description=GATE_DOC,
+    responses={400: {"description": "The same batch twice, or a bad option"}, 404: {"description": "No such batch"}},
+)
+def gate_batches(
+    _: Annotated[Principal, Depends(require_principal)],
+    baseline: Annotated[uuid.UUID, Query(description="The baseline batch id")],
+    candidate: Annotated[uuid.UUID, Query(description="The candidate batch id")],
+    alpha: Annotated[float, Query(gt=0, lt=1, description="McNemar's significance level")] = gate.DEFAULT_ALPHA,
+    max_drop: Annotated[float, Query(ge=0, le=1, description="The mean total drop tolerated (D)")] = gate.DEFAULT_MAX_DROP,
+    min_pairs: Annotated[int, Query(ge=1, le=1_000_000, description="Fewer pairs fail the gate")] = gate.DEFAULT_MIN_PAIRS,
+    by: Annotated[str | None, Query(description="metadata.KEY: gate each slice too (Holm-corrected)")] = None,
+) -> Any:
+    options = gate.GateOptions(alpha=alpha, max_drop=max_drop, min_pairs=min_pairs, by=by)
+    with transaction() as session:
+        return gate.gate_batches(session, baseline, candidate, options).to_dict()

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.scoring.intake import batches as svc
@@ -43,7 +44,7 @@ from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.pipeline.summaries import batch_summary
 from assay.scoring.reports import csv_writer
 from assay.scoring.reports.views import batch_view
-from assay.scoring.store.models import Score, ScoreComponent
+from assay.scoring.store.models import Item, Score, ScoreComponent
 from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import ComponentSpec, Criteria, RubricJudge
 from assay.scoring.trust.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
@@ -84,6 +85,7 @@ class ReportContext:
     criteria: Criteria
     kind: Kind
     columns: list[str]
+    metadata_keys: list[str]
 
 
 def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
@@ -92,33 +94,60 @@ def open_report(session: Session, batch_id: uuid.UUID) -> ReportContext:
     criteria = load_criteria(session, batch.criteria_hash)
     kind = get_kind(criteria.kind)
     view = batch_view(batch, svc.progress(session, batch))
+    keys = metadata_keys(session, batch.id)
     return ReportContext(
         batch_id=batch.id,
         batch=view,
         summary=batch_summary(session, batch.id),
         criteria=criteria,
         kind=kind,
-        columns=_columns(kind, criteria),
+        columns=_columns(kind, criteria, keys),
+        metadata_keys=keys,
     )
 
 
-def _columns(kind: Kind, criteria: Criteria) -> list[str]:
+def metadata_keys(session: Session, batch_id: uuid.UUID) -> list[str]:
+    """The union of the batch's items' metadata keys, sorted: read before the rows stream, so every
+    row has the same ``metadata.KEY`` columns."""
+    keys: set[str] = set()
+    query = select(Item.payload).join(Score, Score.item_id == Item.id).where(Score.batch_id == batch_id)
+    for payload in session.scalars(query.execution_options(yield_per=1000)):
+        metadata = (payload or {}).get("metadata")
+        if isinstance(metadata, dict):
+            keys.update(metadata)
+    return sorted(keys)
+
+
+def metadata_columns(keys: Iterable[str]) -> list[str]:
+    return [METADATA_PREFIX + key for key in keys]
+
+
+def metadata_cells(score: Score, keys: Iterable[str]) -> dict[str, Any]:
+    metadata = ((score.item.payload if score.item is not None else None) or {}).get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return {METADATA_PREFIX + key: metadata.get(key) for key in keys}
+
+
+def _columns(kind: Kind, criteria: Criteria, keys: list[str]) -> list[str]:
     named = getattr(kind, "report_columns", None)
     if named:
-        return [*named, *ID_COLUMNS, *HUMAN_COLUMNS]
+        return [*named, *ID_COLUMNS, *metadata_columns(keys), *HUMAN_COLUMNS]
     if kind.report_row is not None:
         # The kind's module may declare its columns (KQL's ``REPORT_COLUMNS``); else the first row says.
         declared = getattr(importlib.import_module(kind.report_row.__module__), "REPORT_COLUMNS", None)
         if declared:
-            return [*declared, *ID_COLUMNS, *HUMAN_COLUMNS]
+            return [*declared, *ID_COLUMNS, *metadata_columns(keys), *HUMAN_COLUMNS]
         return []  # learnt from the first row
-    return [*generic_columns(criteria), *HUMAN_COLUMNS]
+    return [*generic_columns(criteria, keys), *HUMAN_COLUMNS]
 
 
 # --- columns derived from the suite's components (kinds without their own report) --------------------------
 
 _SCORE_HEAD = ("position", "score_id", "external_id", "status", "total_score", "passed", "partial")
 _SCORE_TAIL = ("error_message", "cost_usd")
+# A generic item's content, beside its verdict (other kinds name their own item fields in their rows).
+ITEM_COLUMNS = ("input", "output", "expected", "context")
+METADATA_PREFIX = "metadata."
 # The details key holding a rubric verdict's answer, per verdict type (judge.rubrics' score functions).
 _VERDICT_VALUE = {"score": "score", "scale": "scale", "pass_fail": "passed", "labels": "label"}
 
@@ -159,13 +188,13 @@ def _component_cells(name: str, spec: ComponentSpec) -> list[tuple[str, Cell]]:
     return cells
 
 
-def generic_columns(criteria: Criteria) -> list[str]:
-    """The columns of ``generic_row`` for this suite, in order."""
+def generic_columns(criteria: Criteria, keys: Iterable[str] = ()) -> list[str]:
+    """The columns of ``generic_row`` for this suite and these metadata keys, in order."""
     cells = [column for name, spec in criteria.components.items() for column, _ in _component_cells(name, spec)]
-    return [*_SCORE_HEAD, *cells, *_SCORE_TAIL]
+    return [*_SCORE_HEAD, *ITEM_COLUMNS, *metadata_columns(keys), *cells, *_SCORE_TAIL]
 
 
-def generic_row(score: Score, criteria: Criteria) -> dict[str, Any]:
+def generic_row(score: Score, criteria: Criteria, keys: Iterable[str] = ()) -> dict[str, Any]:
     """One result as the suite's components describe it (``generic_columns``)."""
     by_name = {c.component: c for c in score.components}
     row: dict[str, Any] = {
@@ -177,6 +206,9 @@ def generic_row(score: Score, criteria: Criteria) -> dict[str, Any]:
         "passed": score.passed,
         "partial": score.partial,
     }
+    payload = (score.item.payload if score.item is not None else None) or {}
+    row.update({column: payload.get(column) for column in ITEM_COLUMNS})
+    row.update(metadata_cells(score, keys))
     for name, spec in criteria.components.items():
         for column, cell in _component_cells(name, spec):
             row[column] = cell(by_name.get(name))
@@ -185,10 +217,11 @@ def generic_row(score: Score, criteria: Criteria) -> dict[str, Any]:
     return row
 
 
-def report_row(score: Score, kind: Kind, criteria: Criteria) -> dict[str, Any]:
-    """One result's report row: the kind's columns (else the suite's generic ones), then which result it is."""
+def report_row(score: Score, kind: Kind, criteria: Criteria, keys: Iterable[str] = ()) -> dict[str, Any]:
+    """One result's report row: the kind's columns (else the suite's generic ones), then which result it
+    is, then the item's ``metadata.KEY`` columns."""
     if kind.report_row is None:
-        return generic_row(score, criteria)
+        return generic_row(score, criteria, keys)
     row = dict(kind.report_row(score))
     row.update(
         {
@@ -196,6 +229,7 @@ def report_row(score: Score, kind: Kind, criteria: Criteria) -> dict[str, Any]:
             "External ID": score.item.external_id if score.item is not None else None,
             "Item ID": str(score.item_id),
             "Score ID": str(score.id),
+            **metadata_cells(score, keys),
         }
     )
     return row
@@ -206,10 +240,10 @@ def _rows(ctx: ReportContext, scores: Iterable[Score]) -> Iterator[dict[str, Any
     learnt from the first row), as ``open_report``'s always do."""
     if ctx.columns and HUMAN_COLUMNS[0] not in ctx.columns:
         for score in scores:
-            yield report_row(score, ctx.kind, ctx.criteria)
+            yield report_row(score, ctx.kind, ctx.criteria, ctx.metadata_keys)
         return
     for score, human in with_human_verdicts(scores):
-        yield {**report_row(score, ctx.kind, ctx.criteria), **human_cells(human)}
+        yield {**report_row(score, ctx.kind, ctx.criteria, ctx.metadata_keys), **human_cells(human)}
 
 
 # --- JSON -------------------------------------------------------------------------------------------------

@@ -73,6 +73,14 @@ def score_view(score: Score, *, threshold: float | None = None, current_hash: st
     return view
 
 
+def export_view(score: Score, *, threshold: float | None = None) -> dict[str, Any]:
+    """A result as every JSON export carries it: the score's view and, under ``item``, the item's
+    content as it was scored (for a generic suite: input, output, expected, context and metadata; each
+    kind's own fields otherwise), so a results file stands on its own."""
+    item = _loaded_item(score)
+    return {**score_view(score, threshold=threshold), "item": item.payload if item is not None else None}
+
+
 def live_lines(score: Score, kind: Any, threshold: float) -> list[str]:
     """The kind's live-result lines for a finished score (design 000's for KQL), else one generic line."""
     if kind.live_lines is not None:
