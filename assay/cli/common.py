@@ -241,3 +241,16 @@ def difference_cell(d: dict[str, Any]) -> str:
 
 def signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
+
+
+def slice_text(s: dict[str, Any]) -> str:
+    """A slice's name: its metadata value, "(no value)" or "(other)"."""
+    return {"missing": "(no value)", "other": "(other)"}.get(s["kind"], s["value"])
+
+
+def slice_name(s: dict[str, Any]) -> str:
+    """A slice's name in a rich table, flagged when it is small."""
+    return escape(slice_text(s)) + (" [yellow]small[/yellow]" if s["small"] else "")
+
+
+BY_HELP = "Also report each slice by a metadata key: metadata.KEY (slices under the minimum size are flagged small)."

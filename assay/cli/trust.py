@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from assay.cli.common import (
+    BY_HELP,
     ApiKey,
     ApiUrl,
     api_client,
@@ -22,6 +23,7 @@ from assay.cli.common import (
     mean_cell,
     print_estimate,
     request,
+    slice_name,
 )
 
 
@@ -147,6 +149,24 @@ def _compare_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _slices_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"by {escape(report['by'])}, the metadata of batch b's items")
+    for column in ("slice", "pairs", "mean total a → b", "mean difference [95 % CI]", "pass rate a → b", "McNemar"):
+        table.add_column(column, justify="left" if column == "slice" else "right")
+    for s in report["slices"]:
+        total, rate, m = s["total"], s["pass_rate"], s["mcnemar"]
+        table.add_row(
+            slice_name(s["slice"]),
+            str(s["slice"]["n"]),
+            f"{mean_cell(total['mean_a'])} → {mean_cell(total['mean_b'])}",
+            difference_cell(total),
+            f"{mean_cell(rate['mean_a'])} → {mean_cell(rate['mean_b'])}",
+            f"{m['pass_to_fail']} / {m['fail_to_pass']} · p = {m['p_value']:.4g}",
+        )
+    table.caption = "; ".join(f"{slice_name(s['slice'])}: {s['slice']['note']}" for s in report["slices"] if s["slice"]["kind"] == "other") or None
+    return table
+
+
 def compare(
     batch_a: Annotated[str, typer.Argument(help="The baseline batch id.")],
     batch_b: Annotated[str, typer.Argument(help="The batch compared against it.")],
@@ -154,6 +174,7 @@ def compare(
         Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every pair to this CSV file (streamed).")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=100, help="How many moved and flipped items to list.")] = 10,
+    by: Annotated[Optional[str], typer.Option(help=BY_HELP)] = None,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -163,14 +184,17 @@ def compare(
     difference of the total with its bootstrap 95 % interval, wins / ties / losses, the pass-rate
     difference with McNemar's exact test, each shared component's shift, and beside each mean difference
     the judge's noise floor (or "no noise floor measured" without `assay calibrate`); then the items that
-    moved most and those that flipped. Warns when the batches have different criteria or suites.
+    moved most and those that flipped. Warns when the batches have different criteria or suites. With
+    --by metadata.KEY, the same per slice (by the metadata of BATCH_B's items).
     """
     params = {"a": batch_a, "b": batch_b}
     with api_client(api_url, api_key) as client:
-        report = request(client.get, "/api/v1/compare", params=params)
+        report = request(client.get, "/api/v1/compare", params=params | ({"by": by} if by else {}))
         for warning in report["warnings"]:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
         console.print(_compare_table(report))
+        if report.get("slices") is not None:
+            console.print(_slices_table(report))
         if report["moved_most"]:
             moved = report["moved_most"][:limit]
             console.print(changes_table(f"moved most ({len(moved)} of {report['paired']})", moved, "a", "b"))
