@@ -194,17 +194,3 @@ def test_needs_sign_in(client, batches):
     r = client.get("/dashboard/compare", params={"a": a, "b": b})
     assert r.status_code in (302, 303, 307) and "/dashboard/sign-in" in r.headers["location"]
 
-
-def test_the_batch_page_shows_its_slices(signed_in):
-    with transaction() as session:
-        _, b = seed_two_runs(session)
-    r = signed_in.get(f"/dashboard/batches/{b}", params={"by": "metadata.product"})
-    assert r.status_code == 200, r.text
-    table = r.text.split('id="slices"')[1].split("</table>")[0]
-    rows = {name: _text(row) for name, row in re.findall(r'<tr data-slice="([^"]+)"[^>]*>(.*?)</tr>', table, re.S)}
-    assert list(rows) == ["billing", "shipping", "returns", "missing"]
-    assert rows["billing"].startswith("billing 12 12 12 0 100")
-    assert rows["shipping"].startswith("shipping 12 12 0 0 0")
-    assert "small" in rows["returns"] and "small" not in rows["shipping"]
-    bad = signed_in.get(f"/dashboard/batches/{b}", params={"by": "product"})
-    assert bad.status_code == 400 and "slice by metadata.KEY" in _text(bad.text)
