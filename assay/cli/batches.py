@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from assay.cli.common import (
     BY_HELP,
@@ -18,11 +16,10 @@ from assay.cli.common import (
     check,
     console,
     fail,
-    mean_cell,
     print_estimate,
     request,
     request_raw,
-    slice_name,
+    sliced_summary_table,
     summary_table,
     upload_with_progress,
     watch,
@@ -85,26 +82,6 @@ def resume(
     console.print(summary_table(view))
 
 
-def _slices_table(sliced: dict[str, Any]) -> Table:
-    table = Table(title=f"by {escape(sliced['by'])} (small: fewer than {sliced['min_items']} scored items)")
-    for column in ("slice", "items", "scored", "passed", "errored", "pass rate", "mean total"):
-        table.add_column(column, justify="left" if column == "slice" else "right")
-    names = sorted({name for s in sliced["slices"] for name in s["components"]})
-    for name in names:
-        table.add_column(f"{escape(name)} mean", justify="right")
-    for s in sliced["slices"]:
-        c = s["counts"]
-        rate = "–" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
-        means = [mean_cell((s["components"].get(name) or {}).get("mean")) for name in names]
-        table.add_row(
-            slice_name(s), str(s["items"]), str(c["completed"]), str(c["passed"]), str(c["errored"]), rate,
-            mean_cell(s["mean_total"]), *means,
-        )
-    notes = [f"{slice_name(s)}: {s['note']}" for s in sliced["slices"] if s["kind"] == "other"]
-    table.caption = "; ".join(notes) or None
-    return table
-
-
 def status(
     batch_id: str,
     watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes.")] = False,
@@ -117,7 +94,7 @@ def status(
         view = watch(client, batch_id) if watch else request(client.get, f"/api/v1/batches/{batch_id}")
         console.print(summary_table(view))
         if by is not None:
-            console.print(_slices_table(request(client.get, f"/api/v1/batches/{batch_id}/slices", params={"by": by})))
+            console.print(sliced_summary_table(request(client.get, f"/api/v1/batches/{batch_id}/slices", params={"by": by})))
 
 
 def results(

@@ -11,7 +11,17 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from assay.cli.common import console, fail, live_printer, progress_bar, report_domain_error, suite_path, summary_table
+from assay.cli.common import (
+    BY_HELP,
+    console,
+    fail,
+    live_printer,
+    progress_bar,
+    report_domain_error,
+    sliced_summary_table,
+    suite_path,
+    summary_table,
+)
 
 
 def run(
@@ -36,6 +46,7 @@ def run(
         Optional[bool],
         typer.Option("--live/--no-live", help="Print each result as it lands (default: for files up to 500 items)."),
     ] = None,
+    by: Annotated[Optional[str], typer.Option(help=BY_HELP)] = None,
 ) -> None:
     """Score FILE embedded: SQLite and an in-process worker pool, no Redis or Postgres needed.
 
@@ -45,6 +56,14 @@ def run(
     file given by path (--suite path/to/suite.yaml) is registered in the SQLite store under its name;
     files it names (prompt_file, rubric_file) are read beside it.
     """
+    from assay.scoring import slices
+    from assay.scoring.errors import AssayError
+
+    try:
+        if by is not None:  # refused before any scoring, not after
+            slices.metadata_key(by)
+    except AssayError as exc:
+        fail(f"--by: {exc.message}")
     suite_file = suite_path(suite)
     if suite_file is not None and not suite_file.is_file():
         fail(f"--suite {suite}: no such suite file")
@@ -59,7 +78,6 @@ def run(
     from assay.workers import embedded
 
     embedded.configure_environment(db)
-    from assay.scoring.errors import AssayError
     from assay.scoring.store.db import migrate
     from assay.settings import get_settings
 
@@ -104,7 +122,22 @@ def run(
     target = out or file.with_name(file.name + ".results.jsonl")
     count = _write_embedded_results(batch_id, target)
     console.print(summary_table(view))
+    if by is not None:
+        _print_slices(batch_id, by)
     console.print(f"{count} results written to [bold]{target}[/bold]")
+
+
+def _print_slices(batch_id: Any, by: str) -> None:
+    """The batch's summary per slice, from the embedded store (a key holding objects: the reason)."""
+    from assay.scoring.errors import AssayError
+    from assay.scoring.pipeline.summaries import sliced_summary
+    from assay.scoring.store.db import transaction
+
+    try:
+        with transaction() as session:
+            console.print(sliced_summary_table(sliced_summary(session, batch_id, by)))
+    except AssayError as exc:
+        console.print(f"[yellow]no slices:[/yellow] {escape(exc.message)}")
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

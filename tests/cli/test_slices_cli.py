@@ -3,11 +3,13 @@ subprocesses against a live API, on the designed data of tests/scoring/test_slic
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from sqlalchemy import select
 
 from tests.cli.test_cli import assay
-from tests.conftest import API_KEY, worker_env
+from tests.conftest import API_KEY, REPO, worker_env
 from tests.dashboard.support import api_process
 from tests.scoring.test_slices import seed_two_runs
 
@@ -62,3 +64,23 @@ def test_status_compare_and_agreement_by_a_metadata_key(api_server):
     refused = assay("status", str(b), "--by", "product", env=env)
     assert refused.returncode != 0
     assert "slice by metadata.KEY" in refused.stderr
+
+
+def test_run_embedded_prints_the_summary_per_slice(tmp_path):
+    """The laptop loop: `assay run --by` on SQLite, no API (the example's judge is skipped without a
+    key, so its metrics alone score the items, renormalised)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "ANTHROPIC_"))} | {"PYTHONPATH": str(REPO)}
+    example = REPO / "examples" / "generic"
+    result = assay(
+        "run", str(example / "correctness.jsonl"), "--suite", str(example / "correctness.yaml"), "--by", "metadata.product",
+        "--db", str(tmp_path / "e.db"), "--out", str(tmp_path / "out.jsonl"), "--no-live", env=env | {"COLUMNS": "250"}, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = _lines(result.stderr)
+    assert any(line.startswith("by metadata.product (small: fewer than 10 scored items)") for line in lines), result.stderr
+    assert any(line.startswith("billing small 2 2 1 0 50.0% 0.718 0.850 – 0.500 0.804") for line in lines), result.stderr
+    assert any(line.startswith("shipping small 1 1 0 0 0.0% 0.166 0.388 – 0.000 0.111") for line in lines), result.stderr
+
+    refused = assay("run", str(example / "correctness.jsonl"), "--suite", "x", "--by", "product", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "--by: by='product': slice by metadata.KEY" in refused.stderr
+    assert not (tmp_path / ".assay").exists()  # refused before anything was written
