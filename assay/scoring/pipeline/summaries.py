@@ -180,8 +180,19 @@ def sliced_summary(session: Session, batch_id: uuid.UUID, by: str) -> dict[str, 
     means of the total and of each component. Aggregated in SQL per metadata value; a slice's ``n`` (for
     its ``small`` flag) is its completed scores."""
     key = slices.metadata_key(by)
-    value = slices.value_json(key)
-    scope = and_(Score.batch_id == batch_id, machine_scores())
+    # Each score's metadata value read once (the payload's JSON is parsed per row it is read for),
+    # then grouped twice: the scores, and their components.
+    scores = (
+        select(
+            Score.id.label("score_id"), Score.status.label("status"), Score.passed.label("passed"),
+            Score.partial.label("partial"), Score.total.label("total"), slices.value_json(key),
+        )
+        .join(Item, Item.id == Score.item_id)
+        .where(Score.batch_id == batch_id, machine_scores())
+        .cte("sliced_scores")
+        .prefix_with("MATERIALIZED")
+    )
+    value = scores.c.slice_json
     tallies: dict[str | None, _SliceTally] = {}
 
     def tally(text: str | None) -> _SliceTally:
@@ -189,14 +200,11 @@ def sliced_summary(session: Session, batch_id: uuid.UUID, by: str) -> dict[str, 
 
     for text, status, n, passed, partial, total_sum, totals in session.execute(
         select(
-            value, Score.status, func.count(),
-            func.sum(case((Score.passed.is_(True), 1), else_=0)),
-            func.sum(case((Score.partial.is_(True), 1), else_=0)),
-            func.sum(Score.total), func.count(Score.total),
-        )
-        .join(Item, Item.id == Score.item_id)
-        .where(scope)
-        .group_by(value, Score.status)
+            value, scores.c.status, func.count(),
+            func.sum(case((scores.c.passed.is_(True), 1), else_=0)),
+            func.sum(case((scores.c.partial.is_(True), 1), else_=0)),
+            func.sum(scores.c.total), func.count(scores.c.total),
+        ).group_by(value, scores.c.status)
     ):
         entry = tally(text)
         entry.by_status[status] += n
@@ -206,10 +214,8 @@ def sliced_summary(session: Session, batch_id: uuid.UUID, by: str) -> dict[str, 
         entry.totals += totals
     for text, name, status, n, score_sum in session.execute(
         select(value, ScoreComponent.component, ScoreComponent.status, func.count(), func.sum(ScoreComponent.score))
-        .select_from(ScoreComponent)
-        .join(Score, Score.id == ScoreComponent.score_id)
-        .join(Item, Item.id == Score.item_id)
-        .where(scope)
+        .select_from(scores)
+        .join(ScoreComponent, ScoreComponent.score_id == scores.c.score_id)
         .group_by(value, ScoreComponent.component, ScoreComponent.status)
     ):
         entry = tally(text)

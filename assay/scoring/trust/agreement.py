@@ -37,7 +37,6 @@ from assay.scoring.store.models import CriteriaDefinition, Item, Label, Score, S
 from assay.scoring.suites.criteria import load_criteria
 
 MIN_SPEARMAN_PAIRS = 3
-ID_CHUNK = 5000  # score ids per IN list (SQLite bounds a statement's parameters)
 
 
 @dataclass(frozen=True)
@@ -108,8 +107,8 @@ def _labels(session: Session, suite: str) -> dict[uuid.UUID, _ItemLabels]:
     return found
 
 
-def _latest_scores(session: Session, suite: str, criteria_hash: str) -> dict[uuid.UUID, tuple[uuid.UUID, float | None, bool | None]]:
-    """Each labelled item's latest completed machine score under the hash: (score id, total, passed)."""
+def _latest(suite: str, criteria_hash: str) -> Any:
+    """Each labelled item's latest completed machine score under the hash (a subquery)."""
     ranked = (
         select(
             Score.id,
@@ -129,7 +128,12 @@ def _latest_scores(session: Session, suite: str, criteria_hash: str) -> dict[uui
         )
         .subquery()
     )
-    rows = session.execute(select(ranked.c.id, ranked.c.item_id, ranked.c.total, ranked.c.passed).where(ranked.c.rank == 1))
+    return select(ranked.c.id, ranked.c.item_id, ranked.c.total, ranked.c.passed).where(ranked.c.rank == 1).subquery()
+
+
+def _latest_scores(session: Session, latest: Any) -> dict[uuid.UUID, tuple[uuid.UUID, float | None, bool | None]]:
+    """Item id -> (score id, total, passed) of the latest scores."""
+    rows = session.execute(select(latest.c.id, latest.c.item_id, latest.c.total, latest.c.passed))
     return {item_id: (score_id, total, passed) for score_id, item_id, total, passed in rows.all()}
 
 
@@ -230,20 +234,17 @@ def _by_verdict(rows: list[_Labelled], judges: list[str], threshold: float) -> d
     }
 
 
-def _component_scores(session: Session, score_ids: list[uuid.UUID], judges: list[str]) -> dict[uuid.UUID, dict[str, float]]:
+def _component_scores(session: Session, latest: Any, judges: list[str]) -> dict[uuid.UUID, dict[str, float]]:
+    """Score id -> each judge component that landed ok with a score, for the latest scores."""
     found: dict[uuid.UUID, dict[str, float]] = defaultdict(dict)
     if not judges:
         return found
-    for start in range(0, len(score_ids), ID_CHUNK):
-        for score_id, name, score in session.execute(
-            select(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.score).where(
-                ScoreComponent.score_id.in_(score_ids[start : start + ID_CHUNK]),
-                ScoreComponent.component.in_(judges),
-                ScoreComponent.status == "ok",
-                ScoreComponent.score.is_not(None),
-            )
-        ):
-            found[score_id][name] = score
+    for score_id, name, score in session.execute(
+        select(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.score)
+        .join(latest, latest.c.id == ScoreComponent.score_id)
+        .where(ScoreComponent.component.in_(judges), ScoreComponent.status == "ok", ScoreComponent.score.is_not(None))
+    ):
+        found[score_id][name] = score
     return found
 
 
@@ -267,11 +268,12 @@ def hash_agreement(
     criteria = load_criteria(session, criteria_hash)
     # By name: the stored criteria (JSONB) do not keep the suite file's order.
     threshold, judges = criteria.threshold, sorted(criteria.judge_components)
-    scores = _latest_scores(session, suite, criteria_hash)
+    latest = _latest(suite, criteria_hash)
+    scores = _latest_scores(session, latest)
     external = dict(
         session.execute(select(Item.id, Item.external_id).where(Item.id.in_(list(scores)))).all()
     ) if scores else {}
-    components = _component_scores(session, [score_id for score_id, _, _ in scores.values()], judges)
+    components = _component_scores(session, latest, judges)
     rows: list[_Labelled] = []
     for item_id in sorted(scores, key=str):
         score_id, total, machine_passed = scores[item_id]
