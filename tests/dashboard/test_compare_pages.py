@@ -122,7 +122,7 @@ def test_the_report_per_slice_shows_the_slice_that_regressed(signed_in):
     r = signed_in.get("/dashboard/compare", params={"a": str(a), "b": str(b), "by": "metadata.product"})
     assert r.status_code == 200, r.text
     table = r.text.split('id="compare-slices"')[1].split("</table>")[0]
-    rows = {name: _text(row) for name, row in re.findall(r'<tr data-slice="([^"]+)"[^>]*>(.*?)</tr>', table, re.S)}
+    rows = {name: _text(row) for name, row in re.findall(r'<tr data-slice="([^"]+)"[^>]*>(.*?)</tr>', table, re.DOTALL)}
     assert list(rows) == ["billing", "shipping", "returns", "missing"]
     assert rows["billing"].startswith("billing 12 0.900 0.900 +0.000 [+0.000, +0.000]")
     assert rows["shipping"].startswith("shipping 12 0.900 0.400 -0.500 [-0.500, -0.500]")

@@ -25,7 +25,7 @@ def signed_in(clean_db):
 
 def _rows(html: str, section: str) -> dict[str, str]:
     table = html.split(section)[1].split("</table>")[0]
-    return {name: _text(row) for name, row in re.findall(r'<tr data-slice="([^"]+)"[^>]*>(.*?)</tr>', table, re.S)}
+    return {name: _text(row) for name, row in re.findall(r'<tr data-slice="([^"]+)"[^>]*>(.*?)</tr>', table, re.DOTALL)}
 
 
 def test_the_batch_page_shows_its_slices(signed_in):
@@ -50,7 +50,7 @@ def test_the_agreement_page_shows_each_judge_component_and_each_slice(signed_in)
     r = signed_in.get("/dashboard/agreement", params={"suite": "support", "by": "metadata.product"})
     assert r.status_code == 200, r.text
     components = r.text.split('data-field="components"')[1].split("</table>")[0]
-    named = dict(re.findall(r'<tr data-component="([^"]+)">(.*?)</tr>', components, re.S))
+    named = dict(re.findall(r'<tr data-component="([^"]+)">(.*?)</tr>', components, re.DOTALL))
     assert list(named) == ["total", "correctness", "tone"]
     # 17 of 29 answers pass (shipping's 12 fail), and people pass all of them.
     assert _text(named["correctness"]).startswith("correctness 29 58.6%")

@@ -33,7 +33,14 @@ from sqlalchemy.orm import Session
 from assay.scoring import slices as slicing
 from assay.scoring.errors import NotFound
 from assay.scoring.store.filters import machine_scores
-from assay.scoring.store.models import CriteriaDefinition, Item, Label, Score, ScoreComponent, SuiteRecord
+from assay.scoring.store.models import (
+    CriteriaDefinition,
+    Item,
+    Label,
+    Score,
+    ScoreComponent,
+    SuiteRecord,
+)
 from assay.scoring.suites.criteria import load_criteria
 
 MIN_SPEARMAN_PAIRS = 3
