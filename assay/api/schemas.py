@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -79,6 +79,34 @@ class BatchOut(BaseModel):
 
 class BatchList(BaseModel):
     batches: list[BatchOut]
+
+
+class SliceOut(BaseModel):
+    """Which slice a row is and whether it is too small to read."""
+
+    kind: Literal["value", "missing", "other"] = Field(
+        ..., description="value: one metadata value; missing: items without the key (or null); other: the values past the cap"
+    )
+    value: str | None = Field(..., description="The metadata value (kind 'value'; numbers and booleans as JSON text)")
+    n: int = Field(..., description="What the slice's statistics are over (scored items, pairs, compared items)")
+    small: bool = Field(..., description="n is under the minimum slice size: shown, but too few to read a difference from")
+    note: str | None = Field(..., description="Why the slice is flagged, or how many values 'other' groups")
+
+
+class SliceSummaryOut(SliceOut):
+    items: int = Field(..., description="Machine scores in the slice")
+    counts: dict[str, int]
+    pass_rate: float | None
+    mean_total: float | None
+    components: dict[str, dict[str, Any]] = Field(..., description="Per component: ok, failed, skipped, mean")
+
+
+class SlicedSummaryOut(BaseModel):
+    batch_id: str
+    by: str
+    min_items: int = Field(..., description="A slice with fewer scored items is flagged small")
+    max_slices: int = Field(..., description="Values kept apart; the rest are grouped in one 'other' slice")
+    slices: list[SliceSummaryOut] = Field(..., description="Largest first, then 'missing', then 'other'")
 
 
 class ComponentOut(BaseModel):

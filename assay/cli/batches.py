@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from assay.cli.common import (
+    BY_HELP,
     ApiKey,
     ApiUrl,
     api_client,
@@ -21,6 +22,7 @@ from assay.cli.common import (
     print_json,
     request,
     request_raw,
+    sliced_summary_table,
     summary_table,
     unreachable,
     upload_with_progress,
@@ -104,16 +106,20 @@ def status(
     batch_id: str,
     watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes (exit 3 when it does not).")] = False,
     as_json: AsJson = False,
+    by: Annotated[Optional[str], typer.Option(help=BY_HELP)] = None,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
-    """Show a batch's progress and summary."""
+    """Show a batch's progress and summary (per slice of a metadata key with --by)."""
     with api_client(api_url, api_key) as client:
         view = watch_batch(client, batch_id) if watch else request(client.get, f"/api/v1/batches/{batch_id}")
+        sliced = request(client.get, f"/api/v1/batches/{batch_id}/slices", params={"by": by}) if by is not None else None
     if as_json:
-        print_json(view)
+        print_json({**view, "slices": sliced} if sliced is not None else view)
     else:
         out.print(summary_table(view))
+        if sliced is not None:
+            out.print(sliced_summary_table(sliced))
     if watch:
         exit_unless_finished(view)
 

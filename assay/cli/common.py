@@ -280,3 +280,37 @@ def difference_cell(d: dict[str, Any]) -> str:
 
 def signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
+
+
+def slice_text(s: dict[str, Any]) -> str:
+    """A slice's name: its metadata value, "(no value)" or "(other)"."""
+    return {"missing": "(no value)", "other": "(other)"}.get(s["kind"], s["value"])
+
+
+def slice_name(s: dict[str, Any]) -> str:
+    """A slice's name in a rich table, flagged when it is small."""
+    return escape(slice_text(s)) + (" [yellow]small[/yellow]" if s["small"] else "")
+
+
+BY_HELP = "Also report each slice by a metadata key: metadata.KEY (slices under the minimum size are flagged small)."
+
+
+def sliced_summary_table(sliced: dict[str, Any]) -> Table:
+    """A batch's summary per slice (GET /api/v1/batches/{id}/slices, or the embedded store's)."""
+    table = Table(title=f"by {escape(sliced['by'])} (small: fewer than {sliced['min_items']} scored items)")
+    for column in ("slice", "items", "scored", "passed", "errored", "pass rate", "mean total"):
+        table.add_column(column, justify="left" if column == "slice" else "right")
+    names = sorted({name for s in sliced["slices"] for name in s["components"]})
+    for name in names:
+        table.add_column(f"{escape(name)} mean", justify="right")
+    for s in sliced["slices"]:
+        c = s["counts"]
+        rate = "–" if s["pass_rate"] is None else f"{100 * s['pass_rate']:.1f}%"
+        means = [mean_cell((s["components"].get(name) or {}).get("mean")) for name in names]
+        table.add_row(
+            slice_name(s), str(s["items"]), str(c["completed"]), str(c["passed"]), str(c["errored"]), rate,
+            mean_cell(s["mean_total"]), *means,
+        )
+    notes = [f"{slice_name(s)}: {s['note']}" for s in sliced["slices"] if s["kind"] == "other"]
+    table.caption = "; ".join(notes) or None
+    return table

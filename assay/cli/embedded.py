@@ -19,6 +19,7 @@ from assay.cli.common import (
     live_printer,
     progress_bar,
     report_domain_error,
+    sliced_summary_table,
     suite_path,
     summary_table,
 )
@@ -71,6 +72,15 @@ def run(
     In CI: --fail-under RATE exits 1 under a pass rate; --baseline FILE gates the run against a results
     file kept from the main branch (exit 1 on a regression); --junit FILE lists every item as a test.
     """
+    from assay.scoring import slices
+    from assay.scoring.errors import AssayError
+
+    try:
+        if by is not None:  # refused before any scoring, not after
+            slices.metadata_key(by)
+    except AssayError as exc:
+        fail(f"--by: {exc.message}")
+
     from assay.cli.gating import gate_options, sources
 
     options = gate_options(max_drop, alpha, min_pairs, by) if baseline is not None else None
@@ -91,7 +101,6 @@ def run(
     from assay.workers import embedded
 
     embedded.configure_environment(db)
-    from assay.scoring.errors import AssayError
     from assay.scoring.store.db import migrate
     from assay.settings import get_settings
 
@@ -138,9 +147,24 @@ def run(
     console.print(f"{count} results written to [bold]{target}[/bold]")
     if not as_json:
         stdout.print(summary_table(view))
+        if by is not None:
+            _print_slices(batch_id, by)
     finish_run(
         view, str(target), fail_under=fail_under, baseline=baseline, options=options, junit=junit, as_json=as_json, db=db,
     )
+
+
+def _print_slices(batch_id: Any, by: str) -> None:
+    """The batch's summary per slice, from the embedded store (a key holding objects: the reason)."""
+    from assay.scoring.errors import AssayError
+    from assay.scoring.pipeline.summaries import sliced_summary
+    from assay.scoring.store.db import transaction
+
+    try:
+        with transaction() as session:
+            stdout.print(sliced_summary_table(sliced_summary(session, batch_id, by)))
+    except AssayError as exc:
+        console.print(f"[yellow]no slices:[/yellow] {escape(exc.message)}")
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -55,7 +55,11 @@ Alpha = Annotated[
 ]
 MinPairs = Annotated[int, typer.Option(min=1, help="Fail when fewer pairs than this were compared (per slice: not gated).")]
 By = Annotated[
-    Optional[str], typer.Option(help="Gate each slice by metadata.KEY too (Holm-corrected); smaller slices are flagged.")
+    Optional[str],
+    typer.Option(
+        help="Report each slice by metadata.KEY (slices under the minimum size are flagged small); "
+        "a gate gates each slice too (Holm-corrected)."
+    ),
 ]
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from assay.cli.common import ApiKey, ApiUrl, api_client, console, fail, request
+from assay.cli.common import BY_HELP, ApiKey, ApiUrl, api_client, console, fail, request, slice_text
 
 labels_cli = typer.Typer(help="Human labels, and how the judge agrees with them (through the API).", no_args_is_help=True)
 
@@ -55,18 +55,31 @@ def _ratio(value: float | None, reason: str | None = None) -> str:
     return f"{value:.3f}" if value is not None else f"- ({reason})" if reason else "-"
 
 
+def _verdict_line(name: str, stats: dict[str, Any]) -> str:
+    rho = stats["spearman"]
+    return (
+        f"  {name:<20} compared {stats['compared_items']:>5}  accuracy {_ratio(stats['accuracy'])}  "
+        f"kappa {_ratio(stats['kappa'], stats['kappa_reason'])}  spearman {_ratio(rho['rho'], rho['reason'])}"
+    )
+
+
+def _slice_label(s: dict[str, Any]) -> str:
+    return slice_text(s) + (f"  [small: {s['note']}]" if s["small"] else f"  [{s['note']}]" if s["note"] else "")
+
+
 @labels_cli.command("agreement")
 def labels_agreement(
     suite: Annotated[str, typer.Option("--suite", "-s")],
     criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (default: every labelled one).")] = None,
+    by: Annotated[Optional[str], typer.Option(help=BY_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON report.")] = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
     """How the suite's machine verdicts agree with its human labels, per criteria hash
     (GET /api/v1/suites/{name}/agreement): accuracy, Cohen's kappa, Spearman, confusion matrix,
-    ties and the disagreeing items."""
-    params = {"criteria_hash": criteria_hash} if criteria_hash else {}
+    ties and the disagreeing items; the same for each judge component, and per slice with --by."""
+    params = ({"criteria_hash": criteria_hash} if criteria_hash else {}) | ({"by": by} if by else {})
     with api_client(api_url, api_key) as client:
         report = request(client.get, f"/api/v1/suites/{suite}/agreement", params=params)
     if as_json:
@@ -86,6 +99,13 @@ def labels_agreement(
         typer.echo("                 people pass  people fail")
         typer.echo(f"  machine pass   {c['machine_pass_human_pass']:>11}  {c['machine_pass_human_fail']:>11}")
         typer.echo(f"  machine fail   {c['machine_fail_human_pass']:>11}  {c['machine_fail_human_fail']:>11}")
+        for name, stats in h["components"].items():
+            typer.echo(_verdict_line(f"component {name}", stats))
+        for s in h.get("slices") or []:
+            typer.echo(f"  slice {_slice_label(s)}")
+            typer.echo("  " + _verdict_line("total", s["total"]))
+            for name, stats in s["components"].items():
+                typer.echo("  " + _verdict_line(f"component {name}", stats))
         for e in h["disagreeing"]["items"][:20]:
             machine = "pass" if e["machine_passed"] else "fail"
             people = "pass" if e["human_passed"] else "fail"

@@ -25,6 +25,7 @@ from assay.cli.common import (
     print_estimate,
     print_json,
     request,
+    slice_name,
 )
 from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options, sources
 
@@ -164,6 +165,24 @@ def _compare_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _slices_table(report: dict[str, Any]) -> Table:
+    table = Table(title=f"by {escape(report['by'])}, the metadata of batch b's items")
+    for column in ("slice", "pairs", "mean total a → b", "mean difference [95 % CI]", "pass rate a → b", "McNemar"):
+        table.add_column(column, justify="left" if column == "slice" else "right")
+    for s in report["slices"]:
+        total, rate, m = s["total"], s["pass_rate"], s["mcnemar"]
+        table.add_row(
+            slice_name(s["slice"]),
+            str(s["slice"]["n"]),
+            f"{mean_cell(total['mean_a'])} → {mean_cell(total['mean_b'])}",
+            difference_cell(total),
+            f"{mean_cell(rate['mean_a'])} → {mean_cell(rate['mean_b'])}",
+            f"{m['pass_to_fail']} / {m['fail_to_pass']} · p = {m['p_value']:.4g}",
+        )
+    table.caption = "; ".join(f"{slice_name(s['slice'])}: {s['slice']['note']}" for s in report["slices"] if s["slice"]["kind"] == "other") or None
+    return table
+
+
 def compare(
     batch_a: Annotated[str, typer.Argument(help="The baseline batch id.")],
     batch_b: Annotated[str, typer.Argument(help="The batch compared against it.")],
@@ -189,15 +208,17 @@ def compare(
     difference of the total with its bootstrap 95 % interval, wins / ties / losses, the pass-rate
     difference with McNemar's exact test, each shared component's shift, and beside each mean difference
     the judge's noise floor (or "no noise floor measured" without `assay calibrate`); then the items that
-    moved most and those that flipped. Warns when the batches have different criteria or suites.
-    With --fail-on-regression, the gate's verdict follows (`assay gate`) and decides the exit code.
+    moved most and those that flipped. Warns when the batches have different criteria or suites. With
+    --by metadata.KEY, the same per slice (by the metadata of BATCH_B's items). With
+    --fail-on-regression, the gate's verdict follows (`assay gate`, per slice too with --by) and
+    decides the exit code.
     """
-    if (junit is not None or by is not None) and not fail_on_regression:
-        fail("--junit and --by belong to the gate: add --fail-on-regression")
+    if junit is not None and not fail_on_regression:
+        fail("--junit belongs to the gate: add --fail-on-regression")
     options = gate_options(max_drop, alpha, min_pairs, by) if fail_on_regression else None
     params = {"a": batch_a, "b": batch_b}
     with api_client(api_url, api_key) as client:
-        report = request(client.get, "/api/v1/compare", params=params)
+        report = request(client.get, "/api/v1/compare", params=params | ({"by": by} if by else {}))
         if csv_file is not None:
             download_csv(client, "/api/v1/compare", params, csv_file)
             console.print(f"every pair written to [bold]{csv_file}[/bold]")
@@ -211,6 +232,8 @@ def compare(
         for warning in report["warnings"]:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
         out.print(_compare_table(report))
+        if report.get("slices") is not None:
+            out.print(_slices_table(report))
         if report["moved_most"]:
             moved = report["moved_most"][:limit]
             out.print(changes_table(f"moved most ({len(moved)} of {report['paired']})", moved, "a", "b"))

@@ -25,11 +25,11 @@ from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.security_headers import SECURITY_HEADERS
 from assay.api.throttle import TooManyFailures
-from assay.scoring import principals
-from assay.scoring.errors import NotFound, Unauthorized
+from assay.scoring import principals, slices
+from assay.scoring.errors import BadRequest, NotFound, Unauthorized
 from assay.scoring.intake import batches as svc
 from assay.scoring.kinds import get_kind
-from assay.scoring.pipeline.summaries import batch_summary
+from assay.scoring.pipeline.summaries import batch_summary, sliced_summary
 from assay.scoring.reports.views import live_lines, score_view
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Score
@@ -267,12 +267,20 @@ def batch_page(
     who: Annotated[Viewer, Depends(viewer)],
     ok_offset: Offset = 0,
     err_offset: Offset = 0,
+    by: Annotated[str | None, Query(max_length=120, description="metadata.KEY")] = None,
 ) -> HTMLResponse:
+    by = (by or "").strip() or None
+    sliced, by_error = None, None
     with transaction() as session:
         try:
             batch = svc.get_batch(session, batch_id)
         except NotFound:
             return render(request, who, "not_found.html", status_code=404, what=f"batch {batch_id}")
+        if by is not None:
+            try:
+                sliced = sliced_summary(session, batch.id, by)
+            except BadRequest as exc:
+                by_error = exc.message
         criteria = load_criteria(session, batch.criteria_hash)
         judges = criteria.judge_components
         costs = q.batch_costs(session, [batch.id])
@@ -324,6 +332,12 @@ def batch_page(
         errors_total=bad_total,
         err_offset=err_offset,
         page_size=PAGE_SIZE,
+        by=by or "",
+        sliced=sliced,
+        min_slice_items=slices.MIN_SLICE_ITEMS,
+        max_slices=slices.MAX_SLICES,
+        by_error=by_error,
+        status_code=400 if by_error else 200,
     )
 
 

@@ -19,12 +19,21 @@ from assay.api.content_type import require_content_type
 from assay.api.json_body import StrictJsonRoute
 from assay.api.params import Offset
 from assay.api.publish import publish_components, start_planner
-from assay.api.schemas import BatchAccepted, BatchList, BatchOut, ResultsPage, ScoreOut
+from assay.api.schemas import (
+    BatchAccepted,
+    BatchList,
+    BatchOut,
+    ResultsPage,
+    ScoreOut,
+    SlicedSummaryOut,
+)
+from assay.scoring import slices
 from assay.scoring.errors import BadRequest
 from assay.scoring.intake import batches as svc
 from assay.scoring.intake.idempotency import IdempotencyKey
 from assay.scoring.intake.ingest import BatchWriter, IngestLimits, IngestResult
 from assay.scoring.kinds import Kind, get_kind
+from assay.scoring.pipeline.summaries import sliced_summary
 from assay.scoring.reports.batch_reports import generic_columns, generic_row, metadata_cells, metadata_keys
 from assay.scoring.reports.csv_writer import csv_chunks
 from assay.scoring.reports.views import batch_view, export_view, live_lines, score_view
@@ -217,6 +226,32 @@ def get_batch(batch_id: uuid.UUID, _: Annotated[Principal, Depends(require_princ
     with transaction() as session:
         batch = svc.get_batch(session, batch_id)
         return BatchOut(**batch_view(batch, svc.progress(session, batch)))
+
+
+SLICES_DOC = f"""The batch's summary per slice of a metadata key: `by=metadata.KEY` splits the batch's machine
+scores by the value of `KEY` in each item's `metadata` (strings as they are, numbers and booleans as
+their JSON text; items without it form the `missing` slice). Each slice has its items, counts by
+outcome, pass rate, mean total and per-component means. The {slices.MAX_SLICES} largest values are kept apart
+and the rest grouped in one `other` slice (its note says how many values); a slice with fewer than
+{slices.MIN_SLICE_ITEMS} scored items is flagged `small: true` with a note. A key holding an object or an
+array is refused with 400."""
+
+
+@router.get(
+    "/{batch_id}/slices",
+    response_model=SlicedSummaryOut,
+    summary="A batch's summary per slice of a metadata key (by=metadata.KEY)",
+    description=SLICES_DOC,
+    responses={400: {"description": "by is not metadata.KEY, or the key holds objects or arrays"}},
+)
+def batch_slices(
+    batch_id: uuid.UUID,
+    _: Annotated[Principal, Depends(require_principal)],
+    by: Annotated[str, Query(max_length=120, description="metadata.KEY: the metadata key to slice by")],
+) -> SlicedSummaryOut:
+    with transaction() as session:
+        svc.get_batch(session, batch_id)
+        return SlicedSummaryOut(batch_id=str(batch_id), **sliced_summary(session, batch_id, by))
 
 
 @router.post("/{batch_id}/cancel", response_model=BatchOut, summary="Cancel: drop queued work, keep finished scores")

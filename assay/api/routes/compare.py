@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
+from assay.api.schemas import SliceOut
+from assay.scoring import slices as slicing
 from assay.scoring.reports.csv_writer import csv_chunks
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.trust import compare as svc
@@ -42,6 +44,12 @@ two, from the latest calibration (`assay calibrate`) — or the note "{stats.NO_
 flagged `beyond_noise` when its change exceeds 1.96·σw·√2 (1.96·√(σ1² + σ2²)). Batches under different
 criteria hashes or suites get a warning. Reports are cached per pair of batches and their completion
 state, so a running batch is recomputed as its scores land.
+
+With `by=metadata.KEY` the paired pairs are also split by the value of `KEY` in the metadata of
+batch b's item, and each slice gets its total and pass-rate differences with their intervals, the noise
+floor, wins / ties / losses and McNemar's test (`slices`). The {slicing.MAX_SLICES} largest slices are kept
+apart, the rest grouped as `other`; a slice under {slicing.MIN_SLICE_ITEMS} pairs is flagged `small: true`;
+a key holding objects or arrays is refused with 400.
 
 `format=csv` streams every pair instead (by external id), then the items that could not be paired, with
 the columns `{", ".join(svc.CSV_COLUMNS)}`; `match` is one of `paired`, `excluded`, `only in a`,
@@ -114,6 +122,16 @@ class PairOut(BaseModel):
     beyond_noise: bool | None = Field(..., description="|delta| above the per-item noise floor (null: not measured)")
 
 
+class SliceComparisonOut(BaseModel):
+    slice: SliceOut = Field(..., description="The slice; its n is the pairs in it")
+    total: MeanDifferenceOut
+    wins: int
+    ties: int
+    losses: int
+    pass_rate: MeanDifferenceOut
+    mcnemar: McNemarOut
+
+
 class ComparisonOut(BaseModel):
     a: SideOut
     b: SideOut
@@ -133,6 +151,10 @@ class ComparisonOut(BaseModel):
     item_noise_floor: float | None = Field(..., description="A listed item's |delta| above it is beyond the judge's noise")
     moved_most: list[PairOut] = Field(..., description=f"The {svc.LIST_LIMIT} pairs with the largest |delta|")
     flipped: list[PairOut] = Field(..., description=f"The first {svc.LIST_LIMIT} pairs whose verdict changed, by external id")
+    by: str | None = Field(None, description="The metadata key the pairs are sliced by (by=metadata.KEY)")
+    slices: list[SliceComparisonOut] | None = Field(
+        None, description="With by: each slice of the paired pairs, largest first, then 'missing', then 'other'"
+    )
 
 
 def mean_difference_out(shift: svc.Shift) -> MeanDifferenceOut:
@@ -165,6 +187,17 @@ def _side(side: svc.Side) -> SideOut:
     )
 
 
+def mcnemar_out(m: stats.McNemar) -> McNemarOut:
+    return McNemarOut(pass_to_fail=m.pass_to_fail, fail_to_pass=m.fail_to_pass, p_value=m.p_value)
+
+
+def slice_out(s: svc.SliceShift) -> SliceComparisonOut:
+    return SliceComparisonOut(
+        slice=SliceOut(**s.slice), total=mean_difference_out(s.total), wins=s.tally.wins, ties=s.tally.ties,
+        losses=s.tally.losses, pass_rate=mean_difference_out(s.pass_rate), mcnemar=mcnemar_out(s.mcnemar),
+    )
+
+
 def comparison_out(result: svc.Comparison) -> ComparisonOut:
     return ComparisonOut(
         a=_side(result.a),
@@ -178,15 +211,15 @@ def comparison_out(result: svc.Comparison) -> ComparisonOut:
         ties=result.tally.ties,
         losses=result.tally.losses,
         pass_rate=mean_difference_out(result.pass_rate),
-        mcnemar=McNemarOut(
-            pass_to_fail=result.mcnemar.pass_to_fail, fail_to_pass=result.mcnemar.fail_to_pass, p_value=result.mcnemar.p_value
-        ),
+        mcnemar=mcnemar_out(result.mcnemar),
         components=[mean_difference_out(c) for c in result.components],
         components_only_a=result.components_only_a,
         components_only_b=result.components_only_b,
         item_noise_floor=result.item_noise_floor,
         moved_most=[PairOut(**vars(r)) for r in result.moved_most],
         flipped=[PairOut(**vars(r)) for r in result.flipped],
+        by=result.by,
+        slices=None if result.slices is None else [slice_out(s) for s in result.slices],
     )
 
 
@@ -197,7 +230,7 @@ def comparison_out(result: svc.Comparison) -> ComparisonOut:
     description=COMPARE_DOC,
     responses={
         200: {"content": {"text/csv": {}}},
-        400: {"description": "The same batch twice"},
+        400: {"description": "The same batch twice; by is not metadata.KEY or the key holds objects or arrays"},
         404: {"description": "No such batch"},
     },
 )
@@ -206,10 +239,13 @@ def compare_batches(
     a: Annotated[uuid.UUID, Query(description="The baseline batch id")],
     b: Annotated[uuid.UUID, Query(description="The batch compared against it")],
     format: Annotated[Literal["json", "csv"], Query(description="json: the report; csv: every pair")] = "json",
+    by: Annotated[
+        str | None, Query(max_length=120, description="metadata.KEY: also report each slice of the pairs (json only)")
+    ] = None,
 ) -> Any:
     with transaction() as session:
         if format == "json":
-            return comparison_out(svc.compare_batches(session, a, b))
+            return comparison_out(svc.compare_batches(session, a, b, by))
         # Checked before the stream starts, so a missing batch is still a 404, not a broken download.
         batch_a, batch_b = svc.load_batches(session, a, b)
         item_floor = svc.item_floor_for(session, batch_a, batch_b)

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from assay.api.auth import Principal, require_principal
 from assay.api.content_type import UnsupportedMediaType, require_content_type
 from assay.api.json_body import StrictJsonRoute
+from assay.scoring import slices as slicing
 from assay.scoring.store.db import transaction
 from assay.scoring.trust import agreement, labels
 from assay.settings import get_settings
@@ -50,14 +51,21 @@ LABELS_BODY = {
     }
 }
 
-AGREEMENT_DOC = """How the suite's machine verdicts agree with its human labels, per criteria hash (`criteria_hash`,
+AGREEMENT_DOC = f"""How the suite's machine verdicts agree with its human labels, per criteria hash (`criteria_hash`,
 or by default every hash under which a labelled item has a completed score, newest criteria first).
 The machine verdict is each labelled item's latest completed score under the hash; the human verdict
 is the majority of the item's labels (a label with only a score votes pass when it reaches the
 hash's threshold), ties reported apart. Each hash reports accuracy, Cohen's kappa on pass/fail (from
 the confusion matrix), Spearman's rank correlation between machine total and mean human score
 (null with the reason under 3 pairs or when a side is constant), the confusion matrix, the ties
-and the disagreeing items (largest gap between total and human score first, up to `limit` each)."""
+and the disagreeing items (largest gap between total and human score first, up to `limit` each).
+
+`components` gives the same statistics for each judge component: its score against the mean human
+score (Spearman) and, as a verdict passing when the score reaches the threshold, against the people's
+majority (accuracy, kappa, confusion matrix); an item where the component did not land `ok` has no
+verdict from it. With `by=metadata.KEY`, `slices` gives the total's and each component's statistics
+per slice of the labelled items (the {slicing.MAX_SLICES} largest values kept apart, the rest grouped as `other`; a
+slice under {slicing.MIN_SLICE_ITEMS} compared items flagged `small: true`); a key holding objects or arrays is refused with 400."""
 
 
 @router.post(
@@ -112,6 +120,9 @@ def suite_agreement(
         Query(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$", description="Only this criteria hash."),
     ] = None,
     limit: Annotated[int, Query(ge=0, le=1000, description="Ties and disagreeing items listed per hash.")] = 100,
+    by: Annotated[
+        str | None, Query(max_length=120, description="metadata.KEY: also report each slice of the labelled items")
+    ] = None,
 ) -> dict[str, Any]:
     with transaction() as session:
-        return agreement.suite_agreement(session, name, criteria_hash, limit=limit)
+        return agreement.suite_agreement(session, name, criteria_hash, limit=limit, by=by)

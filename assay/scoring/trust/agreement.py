@@ -9,7 +9,11 @@ pass/fail statistics. The human score is the mean of the labels' scores.
 
 Reported: the confusion matrix (machine verdict against majority), accuracy, Cohen's kappa computed from that
 matrix, Spearman's rank correlation between the machine total and the human score (None, with the
-reason, under 3 pairs or when either side is constant), the ties and the disagreeing items. A
+reason, under 3 pairs or when either side is constant), the ties and the disagreeing items. The same
+statistics for each judge component (``components``): its score against the human score, and as a
+verdict, passing when it reaches the suite's threshold (an item where it did not land ``ok`` has no
+verdict from it). With ``by`` (``metadata.KEY``, :mod:`assay.scoring.slices`) they are given per slice
+of the labelled items too, a slice with fewer than ``MIN_SLICE_ITEMS`` compared items flagged ``small``. A
 re-score under new criteria gives the new hash its own numbers, over the same labels.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +30,17 @@ from scipy import stats
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from assay.scoring import slices as slicing
 from assay.scoring.errors import NotFound
 from assay.scoring.store.filters import machine_scores
-from assay.scoring.store.models import CriteriaDefinition, Item, Label, Score, SuiteRecord
+from assay.scoring.store.models import (
+    CriteriaDefinition,
+    Item,
+    Label,
+    Score,
+    ScoreComponent,
+    SuiteRecord,
+)
 from assay.scoring.suites.criteria import load_criteria
 
 MIN_SPEARMAN_PAIRS = 3
@@ -72,12 +85,15 @@ class Confusion:
         }
 
 
-def spearman(machine: list[float], human: list[float]) -> tuple[float | None, float | None, str | None]:
-    """(rho, two-sided p-value, None), or (None, None, reason) under 3 pairs or with a constant side."""
+def spearman(
+    machine: list[float], human: list[float], what: str = "machine total"
+) -> tuple[float | None, float | None, str | None]:
+    """(rho, two-sided p-value, None), or (None, None, reason) under 3 pairs or with a constant side;
+    ``what`` names the machine side in the reason."""
     if len(machine) < MIN_SPEARMAN_PAIRS:
-        return None, None, f"{len(machine)} item(s) with both a machine total and a human score; at least 3 are needed"
+        return None, None, f"{len(machine)} item(s) with both a {what} and a human score; at least 3 are needed"
     if len(set(machine)) == 1:
-        return None, None, "every machine total is the same: the rank correlation is undefined"
+        return None, None, f"every {what} is the same: the rank correlation is undefined"
     if len(set(human)) == 1:
         return None, None, "every human score is the same: the rank correlation is undefined"
     result = stats.spearmanr(machine, human)
@@ -98,8 +114,8 @@ def _labels(session: Session, suite: str) -> dict[uuid.UUID, _ItemLabels]:
     return found
 
 
-def _latest_scores(session: Session, suite: str, criteria_hash: str) -> dict[uuid.UUID, tuple[uuid.UUID, float | None, bool | None]]:
-    """Each labelled item's latest completed machine score under the hash: (score id, total, passed)."""
+def _latest(suite: str, criteria_hash: str) -> Any:
+    """Each labelled item's latest completed machine score under the hash (a subquery)."""
     ranked = (
         select(
             Score.id,
@@ -119,7 +135,12 @@ def _latest_scores(session: Session, suite: str, criteria_hash: str) -> dict[uui
         )
         .subquery()
     )
-    rows = session.execute(select(ranked.c.id, ranked.c.item_id, ranked.c.total, ranked.c.passed).where(ranked.c.rank == 1))
+    return select(ranked.c.id, ranked.c.item_id, ranked.c.total, ranked.c.passed).where(ranked.c.rank == 1).subquery()
+
+
+def _latest_scores(session: Session, latest: Any) -> dict[uuid.UUID, tuple[uuid.UUID, float | None, bool | None]]:
+    """Item id -> (score id, total, passed) of the latest scores."""
+    rows = session.execute(select(latest.c.id, latest.c.item_id, latest.c.total, latest.c.passed))
     return {item_id: (score_id, total, passed) for score_id, item_id, total, passed in rows.all()}
 
 
@@ -145,80 +166,181 @@ def labelled_hashes(session: Session, suite: str) -> list[str]:
     )
 
 
-def hash_agreement(
-    session: Session, suite: str, criteria_hash: str, labels: dict[uuid.UUID, _ItemLabels], *, limit: int
+@dataclass(frozen=True)
+class _Labelled:
+    """One labelled item with a completed machine score under the hash, and its human votes."""
+
+    item_id: uuid.UUID
+    score_id: uuid.UUID
+    total: float | None
+    machine_passed: bool | None
+    passes: int
+    fails: int
+    human_score: float | None
+    components: dict[str, float]  # each judge component that landed ok: its score
+    slice: str | None = None
+
+    @property
+    def human_passed(self) -> bool | None:
+        """The majority verdict; None for a tie."""
+        return None if self.passes == self.fails else self.passes > self.fails
+
+
+def _verdict_stats(
+    rows: list[_Labelled], machine: Callable[[_Labelled], tuple[float | None, bool | None]], what: str
 ) -> dict[str, Any]:
-    threshold = load_criteria(session, criteria_hash).threshold
-    scores = _latest_scores(session, suite, criteria_hash)
-    external = dict(
-        session.execute(select(Item.id, Item.external_id).where(Item.id.in_(list(scores)))).all()
-    ) if scores else {}
+    """Accuracy, kappa, Spearman and the confusion matrix of one machine verdict (the total, or a
+    component's score against the threshold) with the people's majority, over the non-tied rows."""
     counts = {"both_pass": 0, "machine_only": 0, "human_only": 0, "both_fail": 0}
-    ties: list[dict[str, Any]] = []
-    disagreeing: list[dict[str, Any]] = []
-    machine_totals: list[float] = []
+    machine_values: list[float] = []
     human_scores: list[float] = []
     no_machine_verdict = 0
-    for item_id in sorted(scores, key=str):
-        score_id, total, machine_passed = scores[item_id]
-        votes = labels[item_id].votes
-        passes = sum(1 for passed, score in votes if (passed if passed is not None else score >= threshold))
-        fails = len(votes) - passes
-        given = [score for _, score in votes if score is not None]
-        # Rounded so that means equal on paper rank as ties (0.2 and 0.4 average to 0.3, not 0.30000000000000004).
-        human_score = round(math.fsum(given) / len(given), 12) if given else None
-        if total is not None and human_score is not None:
-            machine_totals.append(total)
-            human_scores.append(human_score)
-        entry = {
-            "item_id": str(item_id),
-            "external_id": external.get(item_id),
-            "score_id": str(score_id),
-            "machine_total": total,
-            "machine_passed": machine_passed,
-            "human_pass_votes": passes,
-            "human_fail_votes": fails,
-            "human_score": human_score,
-        }
-        if passes == fails:
-            ties.append(entry)
+    for row in rows:
+        value, machine_passed = machine(row)
+        if value is not None and row.human_score is not None:
+            machine_values.append(value)
+            human_scores.append(row.human_score)
+        human_passed = row.human_passed
+        if human_passed is None:
             continue
         if machine_passed is None:
             no_machine_verdict += 1
             continue
-        human_passed = passes > fails
         if machine_passed:
             counts["both_pass" if human_passed else "machine_only"] += 1
         else:
             counts["human_only" if human_passed else "both_fail"] += 1
-        if machine_passed != human_passed:
-            gap = abs(total - human_score) if total is not None and human_score is not None else None
-            disagreeing.append(entry | {"human_passed": human_passed, "gap": gap})
     confusion = Confusion(**counts)
     kappa, kappa_reason = confusion.kappa()
-    rho, p_value, rho_reason = spearman(machine_totals, human_scores)
-    # The largest gaps between machine total and human score first (items without one last).
-    disagreeing.sort(key=lambda e: (e["gap"] is None, -(e["gap"] or 0.0), e["item_id"]))
+    rho, p_value, rho_reason = spearman(machine_values, human_scores, what=what)
     return {
-        "criteria_hash": criteria_hash,
-        "threshold": threshold,
-        "labelled_items": len(labels),
-        "scored_items": len(scores),
-        "unscored_items": len(labels) - len(scores),
         "compared_items": confusion.n,
         "no_machine_verdict": no_machine_verdict,
         "accuracy": confusion.accuracy(),
         "kappa": kappa,
         "kappa_reason": kappa_reason,
-        "spearman": {"rho": rho, "p_value": p_value, "pairs": len(machine_totals), "reason": rho_reason},
+        "spearman": {"rho": rho, "p_value": p_value, "pairs": len(machine_values), "reason": rho_reason},
         "confusion": confusion.to_dict(),
-        "ties": {"count": len(ties), "items": ties[:limit]},
-        "disagreeing": {"count": len(disagreeing), "items": disagreeing[:limit]},
     }
 
 
-def suite_agreement(session: Session, suite: str, criteria_hash: str | None = None, *, limit: int = 100) -> dict[str, Any]:
-    """The agreement report of a suite: per criteria hash (one, or every hash with a labelled item scored)."""
+def _by_verdict(rows: list[_Labelled], judges: list[str], threshold: float) -> dict[str, Any]:
+    """The total's statistics and each judge component's: a component passes when its score reaches the
+    suite's threshold, and has no verdict where it did not land ``ok``."""
+
+    def component(name: str) -> Callable[[_Labelled], tuple[float | None, bool | None]]:
+        def machine(row: _Labelled) -> tuple[float | None, bool | None]:
+            score = row.components.get(name)
+            return score, None if score is None else score >= threshold
+
+        return machine
+
+    return {
+        "total": _verdict_stats(rows, lambda row: (row.total, row.machine_passed), "machine total"),
+        "components": {name: _verdict_stats(rows, component(name), f"{name} score") for name in judges},
+    }
+
+
+def _component_scores(session: Session, latest: Any, judges: list[str]) -> dict[uuid.UUID, dict[str, float]]:
+    """Score id -> each judge component that landed ok with a score, for the latest scores."""
+    found: dict[uuid.UUID, dict[str, float]] = defaultdict(dict)
+    if not judges:
+        return found
+    for score_id, name, score in session.execute(
+        select(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.score)
+        .join(latest, latest.c.id == ScoreComponent.score_id)
+        .where(ScoreComponent.component.in_(judges), ScoreComponent.status == "ok", ScoreComponent.score.is_not(None))
+    ):
+        found[score_id][name] = score
+    return found
+
+
+def _slice_values(session: Session, suite: str, key: str) -> dict[uuid.UUID, str | None]:
+    """The slice of every labelled item of the suite (only the metadata value is read)."""
+    rows = session.execute(
+        select(Item.id, slicing.value_json(key)).where(Item.id.in_(select(Label.item_id).where(Label.suite_name == suite)))
+    )
+    return {item_id: slicing.label_of_json(text, key) for item_id, text in rows}
+
+
+def hash_agreement(
+    session: Session,
+    suite: str,
+    criteria_hash: str,
+    labels: dict[uuid.UUID, _ItemLabels],
+    *,
+    limit: int,
+    slice_values: dict[uuid.UUID, str | None] | None = None,
+) -> dict[str, Any]:
+    criteria = load_criteria(session, criteria_hash)
+    # By name: the stored criteria (JSONB) do not keep the suite file's order.
+    threshold, judges = criteria.threshold, sorted(criteria.judge_components)
+    latest = _latest(suite, criteria_hash)
+    scores = _latest_scores(session, latest)
+    external = dict(
+        session.execute(select(Item.id, Item.external_id).where(Item.id.in_(list(scores)))).all()
+    ) if scores else {}
+    components = _component_scores(session, latest, judges)
+    rows: list[_Labelled] = []
+    for item_id in sorted(scores, key=str):
+        score_id, total, machine_passed = scores[item_id]
+        votes = labels[item_id].votes
+        passes = sum(1 for passed, score in votes if (passed if passed is not None else score >= threshold))
+        given = [score for _, score in votes if score is not None]
+        # Rounded so that means equal on paper rank as ties (0.2 and 0.4 average to 0.3, not 0.30000000000000004).
+        human_score = round(math.fsum(given) / len(given), 12) if given else None
+        rows.append(
+            _Labelled(
+                item_id, score_id, total, machine_passed, passes, len(votes) - passes, human_score,
+                components.get(score_id, {}), (slice_values or {}).get(item_id),
+            )
+        )
+    ties: list[dict[str, Any]] = []
+    disagreeing: list[dict[str, Any]] = []
+    for row in rows:
+        entry = {
+            "item_id": str(row.item_id),
+            "external_id": external.get(row.item_id),
+            "score_id": str(row.score_id),
+            "machine_total": row.total,
+            "machine_passed": row.machine_passed,
+            "human_pass_votes": row.passes,
+            "human_fail_votes": row.fails,
+            "human_score": row.human_score,
+        }
+        if row.human_passed is None:
+            ties.append(entry)
+        elif row.machine_passed is not None and row.machine_passed != row.human_passed:
+            gap = abs(row.total - row.human_score) if row.total is not None and row.human_score is not None else None
+            disagreeing.append(entry | {"human_passed": row.human_passed, "gap": gap})
+    # The largest gaps between machine total and human score first (items without one last).
+    disagreeing.sort(key=lambda e: (e["gap"] is None, -(e["gap"] or 0.0), e["item_id"]))
+    overall = _by_verdict(rows, judges, threshold)
+    report = {
+        "criteria_hash": criteria_hash,
+        "threshold": threshold,
+        "labelled_items": len(labels),
+        "scored_items": len(scores),
+        "unscored_items": len(labels) - len(scores),
+        **overall["total"],
+        "components": overall["components"],
+        "ties": {"count": len(ties), "items": ties[:limit]},
+        "disagreeing": {"count": len(disagreeing), "items": disagreeing[:limit]},
+    }
+    if slice_values is not None:
+        report["slices"] = []
+        for found in slicing.group(rows, lambda row: row.slice):
+            sliced = _by_verdict(found.rows, judges, threshold)
+            report["slices"].append(found.describe(sliced["total"]["compared_items"]) | sliced)
+    return report
+
+
+def suite_agreement(
+    session: Session, suite: str, criteria_hash: str | None = None, *, limit: int = 100, by: str | None = None
+) -> dict[str, Any]:
+    """The agreement report of a suite: per criteria hash (one, or every hash with a labelled item
+    scored), for the total and each judge component; per slice of ``by`` (``metadata.KEY``) too."""
+    key = slicing.metadata_key(by) if by is not None else None
     record = session.get(SuiteRecord, suite)
     if record is None:
         known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
@@ -230,10 +352,13 @@ def suite_agreement(session: Session, suite: str, criteria_hash: str | None = No
         hashes = [criteria_hash]
     else:
         hashes = labelled_hashes(session, suite) if labels else []
+    slice_values = _slice_values(session, suite, key) if key is not None and hashes else None
     return {
         "suite": suite,
         "current_criteria_hash": record.current_criteria_hash,
         "labelled_items": len(labels),
         "labels": sum(len(v.votes) for v in labels.values()),
-        "hashes": [hash_agreement(session, suite, h, labels, limit=limit) for h in hashes],
+        "by": by,
+        "min_slice_items": slicing.MIN_SLICE_ITEMS,
+        "hashes": [hash_agreement(session, suite, h, labels, limit=limit, slice_values=slice_values) for h in hashes],
     }

@@ -18,6 +18,9 @@ calibration repeat never enters a comparison.
   item says whether its change is beyond the per-item floor.
 - Two batches under different criteria hashes or suites get a warning: the difference then mixes the
   rubric with the outputs.
+- With ``by`` (``metadata.KEY``, :mod:`assay.scoring.slices`), the paired pairs are also split by the
+  metadata value of B's item (the batch under test), and each slice gets its own total and pass-rate
+  differences with their intervals, noise floor, wins / ties / losses and McNemar's test.
 
 Reports are cached per pair of batches in this process. The cache key holds each batch's completion
 state (status, finish time, finished scores and the latest completion time) and the noise estimates
@@ -26,6 +29,7 @@ used, so a batch still running, a retried batch or a new calibration is never se
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections import OrderedDict
@@ -57,6 +61,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
+from assay.scoring import slices as slicing
 from assay.scoring.errors import BadRequest, NotFound
 from assay.scoring.rescoring.diff import FAIL_TO_PASS, PASS_TO_FAIL
 from assay.scoring.store.filters import machine_scores
@@ -141,6 +146,17 @@ class PairRow:
 
 
 @dataclass(frozen=True)
+class SliceShift:
+    """One slice of the paired pairs: its name and size flag (``describe``) and its statistics."""
+
+    slice: dict[str, Any]
+    total: Shift
+    tally: stats.Tally
+    pass_rate: Shift
+    mcnemar: stats.McNemar
+
+
+@dataclass(frozen=True)
 class Comparison:
     a: Side
     b: Side
@@ -158,6 +174,8 @@ class Comparison:
     item_noise_floor: float | None  # |delta| above it is beyond the judge's noise
     moved_most: list[PairRow]
     flipped: list[PairRow]
+    by: str | None = None
+    slices: list[SliceShift] | None = None  # with ``by`` only
 
 
 # --- queries --------------------------------------------------------------------------------------
@@ -406,18 +424,25 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def compare_batches(session: Session, batch_a: uuid.UUID, batch_b: uuid.UUID) -> Comparison:
-    """The report for batch B against batch A (differences are B − A); cached per pair and state."""
+def compare_batches(session: Session, batch_a: uuid.UUID, batch_b: uuid.UUID, by: str | None = None) -> Comparison:
+    """The report for batch B against batch A (differences are B − A), per slice of ``by`` too; cached
+    per pair, state and ``by``."""
+    key_name = slicing.metadata_key(by) if by is not None else None
     a, b = load_batches(session, batch_a, batch_b)
     noise_a = latest_noise(session, a.criteria_hash)
     noise_b = noise_a if b.criteria_hash == a.criteria_hash else latest_noise(session, b.criteria_hash)
-    key = (_fingerprint(session, a), _fingerprint(session, b), _noise_key(noise_a), _noise_key(noise_b))
+    key = (_fingerprint(session, a), _fingerprint(session, b), _noise_key(noise_a), _noise_key(noise_b), by)
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
     with _grouped(session, a.id, b.id) as grouped:
         result = _compare(session, a, b, noise_a, noise_b, grouped)
+        if key_name is not None:
+            sigma_total = (_sigma(noise_a, TOTAL), _sigma(noise_b, TOTAL))
+            same_hash = a.criteria_hash == b.criteria_hash
+            sliced = _slices(session, grouped, key_name, sigma_total, same_hash)
+            result = dataclasses.replace(result, by=by, slices=sliced)
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > CACHE_SIZE:
@@ -497,6 +522,33 @@ def _compare(
         moved_most=[_pair_row(r, item_floor) for r in moved],
         flipped=[_pair_row(r, item_floor) for r in flipped],
     )
+
+
+def _slices(
+    session: Session, t: Table, key: str, sigma_total: tuple[float | None, float | None], same_hash: bool
+) -> list[SliceShift]:
+    """The paired pairs split by the metadata value of B's item, each slice with its own statistics."""
+    rows = session.execute(
+        select(slicing.value_json(key), t.c.a_total, t.c.b_total, t.c.a_passed, t.c.b_passed)
+        .select_from(t)
+        .join(Item, Item.id == t.c.b_item_id)
+        .where(_paired(t))
+    ).all()
+    labelled = [(slicing.label_of_json(row[0], key), row[1:]) for row in rows]
+    out = []
+    for found in slicing.group(labelled, lambda row: row[0]):
+        values = np.array([numbers for _, numbers in found.rows], dtype=np.float64).reshape(-1, 4)
+        totals, verdicts = values[:, :2], values[:, 2:].astype(bool)
+        out.append(
+            SliceShift(
+                slice=found.describe(len(values)),
+                total=_shift("total", totals, sigma_total, same_hash),
+                tally=stats.tally(totals[:, 1] - totals[:, 0]),
+                pass_rate=_shift("pass_rate", verdicts.astype(np.float64), None, same_hash),
+                mcnemar=stats.mcnemar_from_pairs(verdicts[:, 0], verdicts[:, 1]),
+            )
+        )
+    return out
 
 
 # --- every pair, for the CSV export ---------------------------------------------------------------
