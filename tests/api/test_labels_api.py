@@ -298,4 +298,4 @@ def test_the_cli_pushes_labels_and_prints_the_agreement(scored, tmp_path, monkey
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"item_id": str(items["q1"]), "score": 2}) + "\n")
     failed = runner.invoke(cli.cli, ["labels", "push", str(bad), "--suite", "kql"])
-    assert failed.exit_code == 1 and "line 1: score must be from 0 to 1" in failed.output
+    assert failed.exit_code == 2 and "line 1: score must be from 0 to 1" in failed.output  # a refused upload: a usage error

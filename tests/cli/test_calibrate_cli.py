@@ -46,7 +46,7 @@ def test_a_calibration_over_the_cap_needs_a_budget(clean_db):
         env = worker_env({"ASSAY_API_URL": api_url, "ASSAY_API_KEY": API_KEY})
         refused = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "20", env=env)
         said = " ".join(refused.stderr.split())
-        assert refused.returncode == 1 and "error 422" in said, refused.stderr
+        assert refused.returncode == 2 and "error 422" in said, refused.stderr  # a refused request is a usage error
         assert "over the $0.01 a calibration may spend without a budget of its own (ASSAY_CALIBRATION_MAX_USD)" in said
         assert "assay calibrate --budget" in said
         ran = assay("calibrate", "--suite", "kql", "--sample", "2", "--repeats", "20", "--budget", "1", env=env)

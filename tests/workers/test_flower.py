@@ -134,7 +134,7 @@ def test_flower_lists_every_worker_on_one_host_and_every_queue_with_its_depth(pr
         worker.stop()
     from assay.workers.app import app
 
-    backlog = {"judge": 3, "metrics": 2, "control": 1}
+    backlog = {"judge": 3, "metrics": 2, "control": 1, "online-judge": 0, "online-metrics": 0}
     try:
         for queue, count in backlog.items():
             for _ in range(count):

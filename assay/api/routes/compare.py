@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
+from assay.api.errors import ProblemText
 from assay.api.json_body import StrictJsonRoute
 from assay.api.schemas import SliceOut
 from assay.scoring import slices as slicing
@@ -285,7 +286,7 @@ with the reason (the CLI's `--junit` writes them as test cases)."""
 
 class GateFailureOut(BaseModel):
     rule: Literal["incomplete", "criteria_hash", "too_few_pairs", "mcnemar", "max_drop"]
-    message: str
+    message: ProblemText
 
 
 class GateVerdictsOut(BaseModel):
@@ -314,7 +315,7 @@ class GateSliceOut(GateVerdictsOut):
 class GateItemOut(BaseModel):
     external_id: str | None
     passed: bool
-    reason: str | None
+    reason: ProblemText | None
 
 
 class GateOptionsOut(BaseModel):
