@@ -218,7 +218,8 @@ def test_hang_outlasts_the_client_timeout(client, fake):
 
 
 def test_high_concurrency_with_latency(fake):
-    """200 calls of 0.5 s each, all at once: they must overlap (serialised they would take 100 s)."""
+    """200 calls of 0.5 s each, all at once: they must overlap (serialised they would take 100 s; the
+    bound leaves room for a loaded machine)."""
     fake.configure(latency=0.5)
 
     async def burst() -> list[str]:
@@ -233,7 +234,7 @@ def test_high_concurrency_with_latency(fake):
     started = time.monotonic()
     texts = asyncio.run(burst())
     assert len(set(texts)) == 200
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30
     assert fake.calls()["total"] == 200
 
 
