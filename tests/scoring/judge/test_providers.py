@@ -32,7 +32,7 @@ def request_for(case: ProviderCase, item: str, **overrides) -> JudgeRequest:
     base = JudgeRequest(
         model=case.model,
         max_tokens=1024,
-        timeout_seconds=5.0,
+        timeout_seconds=60.0,  # no test here is about timeouts: a loaded machine must not turn a call into a retry
         prompt_template=TEMPLATE,
         inputs={"PROMPT": f"request for {item}", "GENERATED_KQL": f"T | where x == '{item}' | count"},
         verdict_model=KqlGrade,
