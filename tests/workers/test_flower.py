@@ -127,7 +127,9 @@ def test_flower_lists_every_worker_on_one_host_and_every_queue_with_its_depth(pr
 
     r = httpx.get(f"{base}/api/queues/length", auth=auth, timeout=5)
     assert r.status_code == 200, r.text
-    assert {q["name"]: q["messages"] for q in r.json()["active_queues"]} == {"metrics": 0, "judge": 0, "control": 0}
+    assert {q["name"]: q["messages"] for q in r.json()["active_queues"]} == {
+        "metrics": 0, "judge": 0, "control": 0, "online-metrics": 0, "online-judge": 0
+    }
 
     # The workers stop; work keeps arriving: Flower shows each queue's backlog.
     for worker in workers.values():
