@@ -76,7 +76,7 @@ def attributes(values: dict[str, Any]) -> list[KeyValue]:
 
 def chat_span(
     trace_id: bytes, span_id: bytes, parent: bytes = b"", *, question: str = "where is my refund?", answer: str = "Your refund is on its way.",
-    model: str = "gpt-4o", end_ns: int = 2_000_000_000,
+    model: str = "gpt-4o", start_ns: int = 1_000_000_000, end_ns: int = 2_000_000_000,
 ) -> ProtoSpan:
     import json
 
@@ -86,7 +86,7 @@ def chat_span(
         parent_span_id=parent,
         name=f"chat {model}",
         kind=ProtoSpan.SPAN_KIND_CLIENT,
-        start_time_unix_nano=1_000_000_000,
+        start_time_unix_nano=start_ns,
         end_time_unix_nano=end_ns,
         attributes=attributes(
             {

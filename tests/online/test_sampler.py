@@ -113,7 +113,7 @@ def test_a_per_trace_rule_makes_one_item_of_the_trace(store):
 """
     register_online_suite(extra=extra)
     trace, root, child = os.urandom(16), os.urandom(8), os.urandom(8)
-    _ingest([chat_span(trace, root, question="first", answer="one"), chat_span(trace, child, root, question="second", answer="refund two")])
+    _ingest([chat_span(trace, root, question="first", answer="one"), chat_span(trace, child, root, question="second", answer="refund two", start_ns=1_500_000_000)])
     report = _sample()
     assert report.items == 3  # two spans of rule chat, the trace of rule conversation
     with transaction() as session:
