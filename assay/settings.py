@@ -128,7 +128,7 @@ class Settings(BaseSettings):
         "score-query and dataset files have theirs), in bytes.",
     )
 
-    # Alert sessions (design 001): the TARSy history service a session is fetched from when not stored.
+    # Alert sessions (the alert-session scoring design): the TARSy history service a session is fetched from when not stored.
     history_service_url: str | None = Field(
         None, description="Base URL of the history service (GET {url}/api/v1/history/sessions/{id}); unset: none."
     )

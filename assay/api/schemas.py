@@ -152,7 +152,7 @@ class ScoreOut(BaseModel):
     threshold: float | None = None
     is_current_criteria: bool | None = None
     renormalized: dict[str, Any] | None = None
-    live: list[str] | None = Field(None, description="Live-result lines (design 000's for KQL) once finished")
+    live: list[str] | None = Field(None, description="Live-result lines (the KQL scoring design's for KQL) once finished")
 
 
 class ResultsPage(BaseModel):

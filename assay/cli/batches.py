@@ -176,7 +176,7 @@ def metrics(
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
-    """Download design 002's metrics.json and metrics_summary.json of a pandas_codegen batch."""
+    """Download the pandas code-generation design's metrics.json and metrics_summary.json of a pandas_codegen batch."""
     out.mkdir(parents=True, exist_ok=True)
     with api_client(api_url, api_key) as client:
         for name in ("metrics.json", "metrics_summary.json"):

@@ -65,7 +65,7 @@ LIVE_AUTO_MAX_ITEMS = 500
 
 
 def live_printer(bar: Progress, live: bool | None, total: int | None):  # type: ignore[no-untyped-def]
-    """Prints finished results' live lines above the progress bar (design 000's live results)."""
+    """Prints finished results' live lines above the progress bar (the KQL scoring design's live results)."""
     state = {"shown": 0}
 
     def show(results: list[tuple[Any, list[str]]]) -> None:

@@ -1,4 +1,4 @@
-"""Batch reports: JSON, CSV and Excel, with design 000's columns for KQL, an Excel summary sheet, and
+"""Batch reports: JSON, CSV and Excel, with the KQL scoring design's columns for KQL, an Excel summary sheet, and
 streaming a batch bigger than one fetch chunk. Scores are made in this process against the loopback
 judge fake (no worker needed)."""
 

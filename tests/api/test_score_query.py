@@ -1,4 +1,4 @@
-"""POST /api/score-query (design 000): request and response shapes, waiting, polling, model choice.
+"""POST /api/score-query (the KQL scoring design): request and response shapes, waiting, polling, model choice.
 
 Most tests run the score's components in this process (the judge skipped, as without an API key);
 the last ones score through a live Celery worker judged by the loopback fake.

@@ -1,4 +1,4 @@
-"""The alert-session API (design 001 = TARSy EP-0028): every status code, the exact response shape,
+"""The alert-session API (the alert-session scoring design, TARSy EP-0028): every status code, the exact response shape,
 attribution, criteria changes, lists, analytics, curation, re-scoring a set, the history service.
 
 Scores run in this process: published component refs are captured and computed here, the judge
@@ -117,7 +117,7 @@ def change_criteria(tmp_path: Path) -> str:
         return register_suite(session, load_suite(config, "alert_session"))
 
 
-# --- sessions in --------------------------------------------------------------------------------------------
+# --- sessions in ------------------------------------------------------------------------------------------
 
 
 def test_post_session_creates_updates_versions_and_refuses(api):
@@ -161,7 +161,7 @@ def test_post_session_over_the_size_limit_is_413(api, monkeypatch):
     assert post(api, make_session("big")).status_code == 201
 
 
-# --- the EP's endpoints: every status code ------------------------------------------------------------------
+# --- the EP's endpoints: every status code ----------------------------------------------------------------
 
 
 def test_score_status_codes(api, stub_judge):
@@ -239,7 +239,7 @@ def test_golden_response_shape(api):
     assert list(schema["properties"]) == list(expected)
 
 
-# --- attribution -----------------------------------------------------------------------------------------------
+# --- attribution ------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ def test_attribution_and_the_trusted_proxy_rule(clean_db, monkeypatch, stub_judg
                 assert session.scalar(select(Score.triggered_by)) == who
 
 
-# --- criteria changes ---------------------------------------------------------------------------------------
+# --- criteria changes -------------------------------------------------------------------------------------
 
 
 def test_prompt_change_makes_scores_stale_and_rescoring_refreshes_them(api, tmp_path):
@@ -284,7 +284,7 @@ def test_prompt_change_makes_scores_stale_and_rescoring_refreshes_them(api, tmp_
     assert api.get("/api/v1/scoring/sessions/s1/score").json()["is_current_criteria"] is True
 
 
-# --- listing ----------------------------------------------------------------------------------------------------
+# --- listing ----------------------------------------------------------------------------------------------
 
 
 def test_list_sessions_filters_and_sorts(api, stub_judge):
@@ -333,7 +333,7 @@ def test_sessions_uploaded_through_the_batch_api_are_sessions(api):
         assert set(session.scalars(select(Item.external_id))) == set(listed)
 
 
-# --- use cases ----------------------------------------------------------------------------------------------------
+# --- use cases --------------------------------------------------------------------------------------------
 
 
 def test_missing_tools_analytics(api, stub_judge, tmp_path):

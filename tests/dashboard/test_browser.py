@@ -99,7 +99,7 @@ def test_sign_in_submit_watch_progress_and_download_the_excel_report(chromium, l
     assert row.locator('[data-field="cost_usd"]').inner_text().startswith("$")
     shot(page, "batches")
 
-    # The batch page: design 000's success and error sections, the histogram, the components.
+    # The batch page: the KQL scoring design's success and error sections, the histogram, the components.
     page.goto(f"{live_api}/dashboard/batches/{batch_id}")
     passed = page.locator("#success .result-card.pass").count()
     failed = page.locator("#errors .result-card.fail").count()
@@ -145,7 +145,7 @@ def test_sign_in_submit_watch_progress_and_download_the_excel_report(chromium, l
 
 
 def completed_session(session_id: str) -> dict:
-    """A finished TARSy investigation, as ``POST /api/v1/sessions`` takes it (design 001, issue 5)."""
+    """A finished TARSy investigation, as ``POST /api/v1/sessions`` takes it (the alert-session scoring design, issue 5)."""
     return {
         "session_id": session_id,
         "status": "completed",

@@ -1,5 +1,5 @@
 """pandas_codegen end to end: API → Redis → a live Celery worker (subprocess) whose sandbox executor
-runs the code → Postgres; then design 002's metrics.json / metrics_summary.json from the stored
+runs the code → Postgres; then the pandas code-generation design's metrics.json / metrics_summary.json from the stored
 scores. No judge in the suite (no API key needed)."""
 
 from __future__ import annotations

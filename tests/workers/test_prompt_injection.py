@@ -178,7 +178,7 @@ def test_without_obedience_the_injected_text_is_only_data(api_client, judged_wor
     assert fake_judge.calls()["total"] == len(attacked)
 
 
-# --- alert sessions (design 001) --------------------------------------------------------------------
+# --- alert sessions (the alert-session scoring design) ----------------------------------------------------
 
 
 def clean_sessions() -> list[dict[str, Any]]:

@@ -23,9 +23,9 @@ ACTIVE = ("pending", "in_progress")
 FINISHED_BAD = ("failed", "timed_out")
 
 
-# --- score bands (design 001) -----------------------------------------------------------------------------
+# --- score bands (the alert-session scoring design) -------------------------------------------------------
 
-# (lowest score of the band, css class, label), design 001's five colour bands.
+# (lowest score of the band, css class, label), the alert-session scoring design's five colour bands.
 BANDS = (
     (90, "band-darkgreen", "near-perfect"),
     (75, "band-lightgreen", "good"),
@@ -51,7 +51,7 @@ def band(score100: int | None) -> tuple[str, str]:
 
 
 def score100(total: float | None) -> int | None:
-    """A 0..1 total as design 001's integer 0–100 (the ``session_scores`` view's rounding)."""
+    """A 0..1 total as the alert-session scoring design's integer 0–100 (the ``session_scores`` view's rounding)."""
     return None if total is None else int(round(100 * total))
 
 
@@ -146,7 +146,7 @@ def result_section(
     return list(rows), total
 
 
-# --- judge details of a score ------------------------------------------------------------------------------
+# --- judge details of a score -----------------------------------------------------------------------------
 
 
 @dataclass
@@ -173,7 +173,7 @@ class JudgeView:
 
     @property
     def breakdown_scale(self) -> int:
-        """What the breakdown's numbers are out of: design 001's four dimensions are 0–25 each; other
+        """What the breakdown's numbers are out of: the alert-session scoring design's four dimensions are 0–25 each; other
         breakdowns are read as 0–100 (or 0–1)."""
         numbers = [v for v in self.breakdown.values() if isinstance(v, (int, float))]
         top = max(numbers, default=100)
@@ -247,7 +247,7 @@ def judge_component_names(session: Session, criteria_hash: str) -> list[str] | N
         return None
 
 
-# --- items and sessions --------------------------------------------------------------------------------------
+# --- items and sessions -----------------------------------------------------------------------------------
 
 
 def current_hashes(session: Session) -> dict[str, str]:
@@ -386,7 +386,7 @@ def list_sessions(
     return [SessionRow(item, score, current.get(score.suite_name) if score else None) for item, score in rows], total
 
 
-# --- missing tools -------------------------------------------------------------------------------------------
+# --- missing tools ----------------------------------------------------------------------------------------
 
 
 def normalise_tool(name: str) -> str:
@@ -440,7 +440,7 @@ def missing_tools(session: Session, *, criteria_hash: str | None = None, limit: 
     return out, looked
 
 
-# --- agreement ---------------------------------------------------------------------------------------------------
+# --- agreement --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -463,7 +463,7 @@ def labelled_suites(session: Session) -> list[LabelledSuite]:
     return [LabelledSuite(name, items, labels) for name, items, labels in rows]
 
 
-# --- criteria ---------------------------------------------------------------------------------------------------
+# --- criteria ---------------------------------------------------------------------------------------------
 
 
 @dataclass

@@ -387,7 +387,7 @@ def _export(batch_id: uuid.UUID, status: str, fmt: str, criteria: Criteria, kind
         session.close()
 
 
-# --- design 002's metrics files (pandas_codegen batches) -----------------------------------------------
+# --- the pandas code-generation design's metrics files (pandas_codegen batches) ---------------------------
 
 
 def _pandas_batch(session: Any, batch_id: uuid.UUID) -> Any:

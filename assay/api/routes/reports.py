@@ -21,7 +21,7 @@ from assay.scoring.store.db import new_session, transaction
 router = APIRouter(prefix="/api/v1/batches", tags=["reports"], route_class=StrictJsonRoute)
 
 REPORT_DOC = """Every result of the batch (pending ones too, as `PENDING`), one row each, with the suite kind's
-report columns: for KQL suites design 000's `Total Score`, `Score Status`, `Schema Match Score`,
+report columns: for KQL suites the KQL scoring design's `Total Score`, `Score Status`, `Schema Match Score`,
 `Semantic Similarity Score`, `Results Match Score`, `LLM Grading Score`, `LLM Reasoning`, then
 `Prompt`, `Generated Query`, `Expected Query`, `Execution Error`; then `Position`, `External ID`,
 `Item ID`, `Score ID`; then the human verdict beside the machine one: `human_reviewer`, `human_passed`,

@@ -1,6 +1,6 @@
 """Design 000's ``POST /api/score-query``: score one generated KQL query against its expected twin.
 
-The request and response are design 000's shapes. Scoring runs in the workers like any other score
+The request and response are the KQL scoring design's shapes. Scoring runs in the workers like any other score
 (the judge is slow): the request creates one item and one score (no batch) and enqueues its
 components after the commit. ``?wait=SECONDS`` holds the request until the score is finished (200,
 the design's response) or the time is up (202 with the score id and a ``Location`` to poll at
@@ -118,7 +118,7 @@ class ScoreQueryAccepted(BaseModel):
 
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"model": ScoreQueryOut, "description": "The finished score, in design 000's shape"},
+    200: {"model": ScoreQueryOut, "description": "The finished score, in the KQL scoring design's shape"},
     202: {"model": ScoreQueryAccepted, "description": "Still scoring: poll the Location"},
 }
 
@@ -244,7 +244,7 @@ def _accepted(score_id: uuid.UUID, status: str) -> JSONResponse:
 
 @router.post(
     "",
-    summary="Score one generated KQL query (design 000)",
+    summary="Score one generated KQL query (the KQL scoring design)",
     response_model=None,
     responses=_RESPONSES,
     status_code=200,

@@ -1,4 +1,4 @@
-"""Alert sessions (design 001 = TARSy EP-0028): sessions in, the EP's scoring API, and its use cases.
+"""Alert sessions (the alert-session scoring design, TARSy EP-0028): sessions in, the EP's scoring API, and its use cases.
 
 - ``POST /api/v1/sessions`` stores or updates a session; ``GET /api/v1/sessions`` lists them with
   their latest score; ``GET /api/v1/sessions/{session_id}`` returns one.
@@ -171,7 +171,7 @@ class RescoreOut(BaseModel):
     replayed: bool = False
 
 
-# --- sessions in -------------------------------------------------------------------------------------------
+# --- sessions in ------------------------------------------------------------------------------------------
 
 
 @router.post(

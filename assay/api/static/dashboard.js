@@ -98,7 +98,7 @@
     }).catch(function () { setTimeout(pollBatches, 5000); });
   }
 
-  // --- live results (design 000: each result's lines as it finishes) --------------------------------------
+  // --- live results (the KQL scoring design: each result's lines as it finishes) -------------------------
 
   function setupLiveResults() {
     var feed = document.querySelector("[data-live-results]");
@@ -193,7 +193,7 @@
     });
   }
 
-  // --- scores (design 001's badge colours) -------------------------------------------------------------------
+  // --- scores (the alert-session scoring design's badge colours) -----------------------------------------
 
   var BANDS = [[90, "band-darkgreen"], [75, "band-lightgreen"], [60, "band-yellow"], [45, "band-orange"], [0, "band-red"]];
   var BADGE_CLASSES = ["band-darkgreen", "band-lightgreen", "band-yellow", "band-orange", "band-red", "band-none", "band-busy", "band-failed"];

@@ -112,7 +112,7 @@ def exception_retry_after(exc: BaseException | None) -> float | None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of one judge call. Defaults are design 001's: 3 retries after 1 s, 2 s, 4 s, plus jitter."""
+    """Retries of one judge call. Defaults are the alert-session scoring design's: 3 retries after 1 s, 2 s, 4 s, plus jitter."""
 
     max_retries: int = 3
     backoff_base_seconds: float = 1.0

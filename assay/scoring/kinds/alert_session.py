@@ -1,4 +1,4 @@
-"""The ``alert_session`` kind (design 001, TARSy EP-0028): a finished SRE-agent investigation judged
+"""The ``alert_session`` kind (the alert-session scoring design, TARSy EP-0028): a finished SRE-agent investigation judged
 by an LLM on its methodology.
 
 An item is one alert-analysis session: its alert, the whole conversation (messages and MCP tool

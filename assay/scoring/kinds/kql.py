@@ -1,4 +1,4 @@
-"""The ``kql`` kind (design 000): a generated KQL query scored against an expected one.
+"""The ``kql`` kind (the KQL scoring design): a generated KQL query scored against an expected one.
 
 Deterministic metrics: ``kql.schema_match`` (columns), ``kql.semantic_similarity`` (parsed query
 structure, formula in :mod:`assay.scoring.kql.similarity`) and ``kql.results_match`` (returned rows,
@@ -7,7 +7,7 @@ formula in :mod:`assay.scoring.kql.results`). The LLM grade is the judge compone
 What the queries returned comes from one of two places:
 
 - the item itself (``generated_columns`` / ``generated_results`` / ``generated_error`` and their
-  expected twins), as design 000's ``POST /api/score-query`` receives them;
+  expected twins), as the KQL scoring design's ``POST /api/score-query`` receives them;
 - a registered ``dataset``: both queries are run offline (:mod:`assay.scoring.kql.offline`) with
   ``now()`` pinned to the item's ``now``, else the score's creation time. What they return there
   is what is compared (results the item also supplies are then only a fallback). Then:
@@ -27,7 +27,7 @@ What the queries returned comes from one of two places:
 When the expected query's output is not uniquely determined (ties, ``take`` without a sort, the
 default join kind), the comparison accepts any valid answer (:mod:`assay.scoring.kql.ties`).
 
-A pass needs execution evidence (invariant 7, design 000's "it executes"): results match names a
+A pass needs execution evidence (invariant 7, the KQL scoring design's "it executes"): results match names a
 pass blocker when it could not compare results (no dataset and no results, or a query that cannot
 run offline with nothing supplied), and, with ``must_match`` (``kql_strict``), when the results it
 compared differ. The total still shows what was measured.
@@ -60,7 +60,7 @@ Row = dict[str, Any]
 
 
 class KqlItem(BaseModel):
-    """One generated query with its expected twin, as design 000's ``POST /api/score-query`` receives it."""
+    """One generated query with its expected twin, as the KQL scoring design's ``POST /api/score-query`` receives it."""
 
     model_config = ConfigDict(extra="forbid", str_max_length=200_000)
 

@@ -1,4 +1,4 @@
-"""The ``pandas_codegen`` kind (design 002): generated pandas code, scored from its structure and
+"""The ``pandas_codegen`` kind (the pandas code-generation design): generated pandas code, scored from its structure and
 from real runs in the sandbox.
 
 An item is a question, the data it is about, the generated code, and optionally reference code

@@ -1,5 +1,5 @@
-"""The columns of KQL reports (design 000's seven fields, plus the prompt, both queries and any
-execution error) and design 000's live-result lines, for one stored score.
+"""The columns of KQL reports (the KQL scoring design's seven fields, plus the prompt, both queries and any
+execution error) and the KQL scoring design's live-result lines, for one stored score.
 
 Design 000's fields, in its order:
 
@@ -16,7 +16,7 @@ generated query does not parse); an expected query that failed is reported as ``
 Last, ``Pass Blocker``: why a finished item cannot pass whatever its total (no execution evidence,
 results that differ under ``kql_strict``, a generated query that did not execute), else empty.
 
-Live results (:func:`kql_live_lines`), as design 000's batch view shows each query::
+Live results (:func:`kql_live_lines`), as the KQL scoring design's batch view shows each query::
 
     Query: <generated KQL on one line, cut at 200 characters>
     Query executed (results: 12)
@@ -67,7 +67,7 @@ _DID_NOT_EXECUTE = "generated query did not execute"
 _DOES_NOT_PARSE = "the generated query does not parse"
 _EXPECTED_OFFLINE = "the expected query cannot be executed offline"
 
-# Live-line label -> the component it shows, in design 000's order.
+# Live-line label -> the component it shows, in the KQL scoring design's order.
 LIVE_LABELS: dict[str, str] = {
     "Schema": "schema_match",
     "Semantic": "semantic_similarity",

@@ -19,7 +19,7 @@ rows (:func:`best_answer`), never one picked by an arbitrary order.
 
 Scores, with E = the expected rows and G the generated rows::
 
-    recall    = expected rows found in G / |E|          (design 000's formula, the default)
+    recall    = expected rows found in G / |E|          (the KQL scoring design's formula, the default)
     precision = generated rows found among the expected rows / |G|
     f1        = 2 · recall · precision / (recall + precision)    (also penalises extra rows)
 

@@ -1,4 +1,4 @@
-"""Semantic similarity of two parsed KQL queries (design 000's 40 / 30 / 30 split, computed honestly).
+"""Semantic similarity of two parsed KQL queries (the KQL scoring design's 40 / 30 / 30 split, computed honestly).
 
 Each part compares one aspect of :class:`~assay.scoring.kql.parser.QueryStructure` as a set of
 normalised strings, with the Jaccard index::

@@ -72,7 +72,7 @@ def _sandbox_failure(exc: SandboxError) -> ComponentResult:
     return ComponentResult.failed(f"the sandbox could not run the code: {exc}")
 
 
-# --- prompt understanding (design 002, 1) -------------------------------------------------------------
+# --- prompt understanding (the pandas code-generation design, 1) ------------------------------------------
 
 
 def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, float, float]) -> ComponentResult:
@@ -137,7 +137,7 @@ def prompt_understanding(item: Any, ctx: MetricContext, weights: tuple[float, fl
     return ComponentResult.ok(total, details)
 
 
-# --- requirement coverage (design 002, 2) ---------------------------------------------------------------
+# --- requirement coverage (the pandas code-generation design, 2) ------------------------------------------
 
 
 def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, float, float, float]) -> ComponentResult:
@@ -221,7 +221,7 @@ def requirement_coverage(item: Any, ctx: MetricContext, weights: tuple[float, fl
     })
 
 
-# --- error recovery (design 002, 3) -------------------------------------------------------------------
+# --- error recovery (the pandas code-generation design, 3) ------------------------------------------------
 
 
 def error_recovery(item: Any, ctx: MetricContext, max_attempts: int, weights: tuple[float, float, float]) -> ComponentResult:

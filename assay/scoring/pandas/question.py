@@ -27,7 +27,7 @@ NUMBER_WORDS = {
 }
 _NUM = r"(\d+|" + "|".join(NUMBER_WORDS) + r")"
 
-# Statistical operations a question can ask for (design 002, 1.3), by keyword.
+# Statistical operations a question can ask for (the pandas code-generation design, 1.3), by keyword.
 STAT_KEYWORDS: dict[str, str] = {
     "mean": r"\b(mean|average|avg|averages|averaged)\b",
     "sum": r"\b(sum|sums|total|totals|summed|add up|combined amount)\b",
@@ -41,7 +41,7 @@ STAT_KEYWORDS: dict[str, str] = {
 # "at least 4" / "at most one" are conditions: "least" and "most" rank only after the number ("3 most").
 TOP_N = re.compile(r"\b(top|largest|highest|biggest|greatest|best)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(largest|highest|biggest|greatest|best|most)\b")
 BOTTOM_N = re.compile(r"\b(bottom|smallest|lowest|worst)\s+" + _NUM + r"\b|\b" + _NUM + r"\s+(smallest|lowest|least|worst|fewest)\b")
-# One filter condition per phrase (design 002, 2.1): comparisons, ranges, exclusions, null tests.
+# One filter condition per phrase (the pandas code-generation design, 2.1): comparisons, ranges, exclusions, null tests.
 CONDITION_PHRASES = re.compile(
     r"\b(greater than|more than|less than|fewer than|higher than|lower than|larger than|smaller than|bigger than|"
     r"at least|at most|no more than|no less than|not more than|not less than|above|below|exceeds?|exceeding|"

@@ -26,7 +26,7 @@ from typing import Any
 from assay.scoring.pandas.code import EXTREME_CALLS, SORT_CALLS, CodeFacts
 from assay.scoring.pandas.question import QuestionFacts, join_implied
 
-# The statistical class each operation performs (design 002, 1.3), read from reference code.
+# The statistical class each operation performs (the pandas code-generation design, 1.3), read from reference code.
 STAT_OF_OPERATION: dict[str, tuple[str, ...]] = {
     "mean": ("mean",), "average": ("mean",), "sum": ("sum",), "count": ("count",), "size": ("count",),
     "len": ("count",), "shape": ("count",), "value_counts": ("count", "groupby"), "nunique": ("nunique",),

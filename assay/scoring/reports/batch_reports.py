@@ -1,6 +1,6 @@
 """Batch reports: JSON, CSV and Excel, written a chunk of results at a time (flat memory for big batches).
 
-Each suite's kind names its report columns (``Kind.report_row``: for KQL, design 000's seven fields
+Each suite's kind names its report columns (``Kind.report_row``: for KQL, the KQL scoring design's seven fields
 then the prompt, both queries and the execution error); kinds that name none (``generic``) get columns
 derived from the suite's components (``generic_columns``): the verdict, then per component
 ``<name>_score``, ``<name>_status`` and ``<name>_reason`` (why it failed or was skipped), and for each
@@ -141,7 +141,7 @@ def _columns(kind: Kind, criteria: Criteria, keys: list[str]) -> list[str]:
     return [*generic_columns(criteria, keys), *HUMAN_COLUMNS]
 
 
-# --- columns derived from the suite's components (kinds without their own report) --------------------------
+# --- columns derived from the suite's components (kinds without their own report) -------------------------
 
 _SCORE_HEAD = ("position", "score_id", "external_id", "status", "total_score", "passed", "partial")
 _SCORE_TAIL = ("error_message", "cost_usd")

@@ -82,7 +82,7 @@ def export_view(score: Score, *, threshold: float | None = None) -> dict[str, An
 
 
 def live_lines(score: Score, kind: Any, threshold: float) -> list[str]:
-    """The kind's live-result lines for a finished score (design 000's for KQL), else one generic line."""
+    """The kind's live-result lines for a finished score (the KQL scoring design's for KQL), else one generic line."""
     if kind.live_lines is not None:
         return kind.live_lines(score, threshold)
     return [live_line(score, threshold)]

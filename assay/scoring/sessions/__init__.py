@@ -1,4 +1,4 @@
-"""Alert-session scoring (design 001 = TARSy EP-0028): sessions in, the EP's score API, its
+"""Alert-session scoring (the alert-session scoring design, TARSy EP-0028): sessions in, the EP's score API, its
 feedback tables and the use cases it names (missing-tool analytics, training-data curation,
 re-scoring a set). The kind itself is :mod:`assay.scoring.kinds.alert_session`.
 

@@ -82,7 +82,7 @@ class AvailableTool(StrictModel):
 
 
 class AlertSessionItem(StrictModel):
-    """One alert-analysis session as TARSy's history service holds it (design 001)."""
+    """One alert-analysis session as TARSy's history service holds it (the alert-session scoring design)."""
 
     session_id: str = Field(..., min_length=1, max_length=255, pattern=_ID_PATTERN, description="TARSy's session id.")
     status: str = Field(

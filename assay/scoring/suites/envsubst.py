@@ -1,4 +1,4 @@
-"""``${VAR}``, ``${VAR:-default}`` and nested ``${A:-${B:-c}}`` substitution (design 001, "Configuration Syntax").
+"""``${VAR}``, ``${VAR:-default}`` and nested ``${A:-${B:-c}}`` substitution (the alert-session scoring design, "Configuration Syntax").
 
 A hand-written scanner rather than a regex, because defaults nest. ``$$`` is a literal ``$``.
 """

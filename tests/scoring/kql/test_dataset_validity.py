@@ -8,7 +8,7 @@ components' weighted mean, their weights renormalised (``Σ wᵢ·sᵢ / Σ wᵢ
 - every non-equivalent rewrite totals < 0.9 (it does not pass) and below each of its equivalent
   twins (the rewrites of the same expected query).
 
-On the design's ``kql`` suite the same set shows where design 000's recall formula is fooled: a
+On the design's ``kql`` suite the same set shows where the KQL scoring design's recall formula is fooled: a
 rewrite that returns a superset of the expected rows (a dropped or loosened filter, an outer join,
 a larger ``take``) finds every expected row, and passes; that list is pinned below so that it
 stays documented.

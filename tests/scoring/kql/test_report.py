@@ -1,4 +1,4 @@
-"""KQL report columns (design 000's seven fields plus prompt, queries and execution error) and the
+"""KQL report columns (the KQL scoring design's seven fields plus prompt, queries and execution error) and the
 live-result lines."""
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def test_component_names_can_be_mapped_and_payload_given() -> None:
     assert row["Prompt"] == "other" and row["Generated Query"] is None
 
 
-# --- live results (design 000's batch view) ---------------------------------------------------------
+# --- live results (the KQL scoring design's batch view) ---------------------------------------------------
 
 def finished(total: float, passed: bool, comps: list, payload: dict | None = None, **extra: Any) -> Score:
     return stored(status="completed", passed=passed, total=total, payload=payload, comps=comps, **extra)

@@ -1,4 +1,4 @@
-"""The two KQL suite files: design 000's four components at 0.25 each, default and strict."""
+"""The two KQL suite files: the KQL scoring design's four components at 0.25 each, default and strict."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The six metrics on single items: design 002's details fields, honest inputs."""
+"""The six metrics on single items: the pandas code-generation design's details fields, honest inputs."""
 
 from __future__ import annotations
 
