@@ -95,6 +95,34 @@ def database() -> Iterator[str]:
     _admin_exec(f'DROP DATABASE IF EXISTS "{TEST_DB}" WITH (FORCE)')
 
 
+# The tables every test starts without; with every table that references them (found in the catalog).
+CLEARED_TABLES = ("score_components", "scores", "items", "batches", "datasets", "suites", "scoring_criteria_definitions")
+_clear_order: list[str] = []
+
+
+def _tables_to_clear(session) -> list[str]:  # type: ignore[no-untyped-def]
+    """CLEARED_TABLES and, transitively, every table with a foreign key to one of them, referencing
+    tables first: the order in which DELETE empties them without breaking a foreign key."""
+    from sqlalchemy import text
+
+    if not _clear_order:
+        edges = session.execute(
+            text(
+                "SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint "
+                "WHERE contype = 'f' AND conrelid <> confrelid"
+            )
+        ).all()
+        tables = set(CLEARED_TABLES)
+        while extra := {child for child, parent in edges if parent in tables} - tables:
+            tables |= extra
+        while tables:  # a table goes once nothing left to clear references it
+            free = sorted(t for t in tables if not any(parent == t and child in tables for child, parent in edges))
+            assert free, f"a foreign-key cycle among {sorted(tables)}"
+            _clear_order.extend(free)
+            tables -= set(free)
+    return _clear_order
+
+
 @pytest.fixture
 def clean_db(database: str) -> Iterator[None]:
     """Empty every table and register the shipped suites again."""
@@ -104,13 +132,11 @@ def clean_db(database: str) -> Iterator[None]:
     from assay.scoring.suites.criteria import register_all_suites
     from assay.settings import get_settings
 
+    # DELETE, not TRUNCATE: on a test's few rows it takes a quarter of the time (TRUNCATE CASCADE swaps
+    # the files of some 20 tables and their indexes: about 1 s a test on a loaded machine).
     with transaction() as session:
-        session.execute(
-            text(
-                "TRUNCATE score_components, scores, items, batches, datasets, suites, "
-                "scoring_criteria_definitions CASCADE"
-            )
-        )
+        for table in _tables_to_clear(session):
+            session.execute(text(f'DELETE FROM "{table}"'))
     with transaction() as session:
         register_all_suites(session, get_settings().config_dir)
     yield

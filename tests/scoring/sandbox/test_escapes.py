@@ -109,7 +109,7 @@ def test_memory_bomb_is_stopped(sandbox):
         started = time.monotonic()
         error = _error(sandbox.run(code))
         assert error["type"] == "MemoryError" or error["category"] in ("crashed", "cpu_limit"), error
-        assert time.monotonic() - started < TIGHT.wall_seconds + 5
+        assert time.monotonic() - started < TIGHT.wall_seconds + 10  # slack for a loaded machine; unstopped: never
     still_serving(sandbox, pid)
 
 
@@ -118,7 +118,7 @@ def test_infinite_loop_is_stopped(sandbox):
     started = time.monotonic()
     error = _error(sandbox.run("while True:\n    pass"))
     assert error["category"] in ("cpu_limit", "timeout"), error
-    assert time.monotonic() - started < TIGHT.wall_seconds + 3
+    assert time.monotonic() - started < TIGHT.wall_seconds + 10  # slack for a loaded machine; unstopped: never
     still_serving(sandbox, pid)
 
 
@@ -128,11 +128,11 @@ def test_sleep_past_the_timeout_is_killed(sandbox):
     error = _error(sandbox.run("import time\ntime.sleep(60)\nresult = 1"))
     elapsed = time.monotonic() - started
     assert error["category"] == "timeout", error
-    assert TIGHT.wall_seconds <= elapsed < TIGHT.wall_seconds + 3
+    assert TIGHT.wall_seconds <= elapsed < TIGHT.wall_seconds + 10  # slack for a loaded machine; unkilled: 60 s
     # A tighter per-run timeout is honoured; a looser one is clamped to the executor's.
     started = time.monotonic()
-    assert _error(sandbox.run("import time\ntime.sleep(60)", limits={"wall_seconds": 1.0}))["category"] == "timeout"
-    assert time.monotonic() - started < 2.5
+    assert _error(sandbox.run("import time\ntime.sleep(60)", limits={"wall_seconds": 0.5}))["category"] == "timeout"
+    assert time.monotonic() - started < TIGHT.wall_seconds  # clamped to the executor's 3 s, it would take longer
     still_serving(sandbox, pid)
 
 
