@@ -74,14 +74,27 @@ def two_batches(client, n: int = 4) -> tuple[str, str]:
     return upload(client, {i: f"A answers {i}" for i in ids}), upload(client, {i: f"B answers {i} [BEST]" for i in ids})
 
 
-def marker_verdict(ref: ComponentRef) -> ComponentResult:
-    """The order's verdict of a judge preferring the output with the marker (B's, in two_batches)."""
-    with transaction() as s:
-        payload = s.get(Item, s.get(Score, ref.score_id).item_id).payload
-    b_wins = "[BEST]" in payload["output_b"] and "[BEST]" not in payload["output_a"]
-    label = ("b" if b_wins else "a") if ref.component == A_FIRST else ("a" if b_wins else "b")
-    share = SHARE[(ref.component, label)]
-    return ComponentResult("ok", share, {"label": label, "reasoning": f"{label} holds the marker"}, cost_usd=0.01)
+def preferring(winner: Callable[[str, str], str]) -> Callable[[ComponentRef], ComponentResult]:
+    """A judge's verdict per order (cost $0.01 each) from ``winner(output_a, output_b)``: "a", "b" or
+    "tie", whatever the order the outputs are shown in."""
+
+    def verdict(ref: ComponentRef) -> ComponentResult:
+        with transaction() as s:
+            payload = s.get(Item, s.get(Score, ref.score_id).item_id).payload
+        better = winner(payload["output_a"], payload["output_b"])
+        label = better if ref.component == A_FIRST or better == "tie" else {"a": "b", "b": "a"}[better]
+        share = 0.5 if label == "tie" else SHARE[(ref.component, label)]
+        return ComponentResult("ok", share, {"label": label, "reasoning": f"{better} is better"}, cost_usd=0.01)
+
+    return verdict
+
+
+def _marker(a: str, b: str) -> str:
+    return "tie" if ("[BEST]" in a) == ("[BEST]" in b) else ("b" if "[BEST]" in b else "a")
+
+
+marker_verdict = preferring(_marker)
+longer_verdict = preferring(lambda a, b: "tie" if len(a) == len(b) else ("b" if len(b) > len(a) else "a"))
 
 
 def judge(refs: list[ComponentRef], verdict: Callable[[ComponentRef], ComponentResult] = marker_verdict) -> int:
