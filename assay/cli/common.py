@@ -210,6 +210,26 @@ def print_estimate(estimate: dict[str, Any], budget: float | None) -> None:
         console.print(f"[yellow]the estimate exceeds the ${budget:.4f} budget: judge calls will stop there[/yellow]")
 
 
+def started(
+    answer: dict[str, Any], budget: float | None, created_id: str | None, *, created: str, nothing: str, as_json: bool, wait: bool
+) -> bool:
+    """After a request that starts a run (or only estimates one): print its estimate, then what was
+    created (``created``) with its id first on stdout, where scripts read it, or why nothing was
+    (``nothing``). Returns whether to wait for the run; when not, ``--json`` prints the answer here."""
+    print_estimate(answer["estimate"], budget)
+    if created_id is None:
+        console.print(nothing)
+    else:
+        console.print(created)
+        if not as_json:
+            print(created_id, flush=True)
+        if wait:
+            return True
+    if as_json:
+        print_json(answer)
+    return False
+
+
 def download_csv(client: Any, path: str, params: dict[str, Any], target: Path) -> None:
     """Stream ``path``'s CSV export (``format=csv``) into ``target``."""
     import httpx

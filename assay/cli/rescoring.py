@@ -21,9 +21,9 @@ from assay.cli.common import (
     fail,
     mean_cell,
     out,
-    print_estimate,
     print_json,
     request,
+    started,
     summary_table,
     watch,
 )
@@ -54,18 +54,9 @@ def rescore(
     with api_client(api_url, api_key) as client:
         answer = request(client.post, "/api/v1/rescore", json=body)
         console.print(f"suite {answer['suite']} · criteria {answer['criteria_hash'][:12]} · {answer['selection']}")
-        print_estimate(answer["estimate"], budget)
-        if answer["batch_id"] is None:
-            console.print("dry run: nothing was created" if dry_run else "nothing to re-score")
-            if as_json:
-                print_json(answer)
-            return
-        console.print(f"re-scoring batch [bold]{answer['batch_id']}[/bold]")
-        if not as_json:
-            print(answer["batch_id"], flush=True)  # first on stdout: scripts read the id from there
-        if not wait:
-            if as_json:
-                print_json(answer)
+        created = f"re-scoring batch [bold]{answer['batch_id']}[/bold]"
+        nothing = "dry run: nothing was created" if dry_run else "nothing to re-score"
+        if not started(answer, budget, answer["batch_id"], created=created, nothing=nothing, as_json=as_json, wait=wait):
             return
         view = watch(client, answer["batch_id"], live=False)
     if as_json:

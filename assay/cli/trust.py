@@ -22,10 +22,10 @@ from assay.cli.common import (
     fail,
     mean_cell,
     out,
-    print_estimate,
     print_json,
     request,
     slice_name,
+    started,
 )
 from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options, sources
 
@@ -79,19 +79,10 @@ def calibrate(
     with api_client(api_url, api_key) as client:
         answer = request(client.post, f"/api/v1/suites/{suite}/calibrations", json=body)
         console.print(f"suite {answer['suite']} · criteria {answer['criteria_hash'][:12]} · {answer['sample']} item(s) × {answer['repeats']}")
-        print_estimate(answer["estimate"], budget)
         run = answer["calibration"]
-        if run is None:
-            console.print("dry run: nothing was created")
-            if as_json:
-                print_json(answer)
-            return
-        console.print(f"calibration run [bold]{run['id']}[/bold] (batch {run['batch_id']})")
-        if not as_json:
-            print(run["id"], flush=True)  # first on stdout: scripts read the id from there
-        if not wait:
-            if as_json:
-                print_json(answer)
+        run_id = run["id"] if run else None
+        created = f"calibration run [bold]{run_id}[/bold] (batch {run['batch_id']})" if run else ""
+        if not started(answer, budget, run_id, created=created, nothing="dry run: nothing was created", as_json=as_json, wait=wait):
             return
         while run["status"] == "running":
             time.sleep(1.0)

@@ -4,7 +4,8 @@ A thin adapter over ``assay.scoring.trust.pairwise``:
 
 - ``POST /api/v1/pairwise``: start a run (a dry run only plans and estimates);
 - ``GET /api/v1/pairwise``: the latest runs;
-- ``GET /api/v1/pairwise/{id}``: a run, its batch's progress and, once done, its report.
+- ``GET /api/v1/pairwise/{id}``: a run, its batch's progress and, once done, its report;
+- ``POST /api/v1/pairwise/{id}/cancel`` and ``/resume``: its batch's cancel and resume.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.api.publish import start_planner
+from assay.api.publish import publish_components, start_planner
+from assay.api.routes.batches import ResumeIn
 from assay.scoring.store.db import transaction
 from assay.scoring.suites.loader import load_model_catalog
 from assay.scoring.trust import pairwise as svc
@@ -155,3 +157,41 @@ def list_pairwise(
 def get_pairwise(run_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> dict[str, Any]:
     with transaction() as session:
         return svc.run_view(session, svc.get_run(session, run_id))
+
+
+@router.post(
+    "/{run_id}/cancel",
+    response_model=PairwiseOut,
+    summary="Cancel a pairwise run: its queued pairs are dropped, judged ones kept; no report",
+    responses={404: {"description": "No such run"}, 409: {"description": "Its batch already finished, or was deleted"}},
+)
+def cancel_pairwise(run_id: uuid.UUID, _: Annotated[Principal, Depends(require_principal)]) -> dict[str, Any]:
+    with transaction() as session:
+        run = svc.get_run(session, run_id)
+        svc.cancel_run(session, run)
+        return svc.run_view(session, run)
+
+
+@router.post(
+    "/{run_id}/resume",
+    response_model=PairwiseOut,
+    summary="Resume a pairwise run the budget stopped, under a new budget; judged pairs are kept (never paid twice)",
+    description="The run's batch is resumed as `POST /api/v1/batches/{id}/resume` does; the run is running "
+    "again and its report is made afresh when the batch finishes.",
+    responses={
+        404: {"description": "No such run"},
+        409: {"description": "Its batch is not budget_exhausted, or was deleted"},
+        400: {"description": "Budget not above the spend"},
+    },
+)
+def resume_pairwise(
+    run_id: uuid.UUID, body: ResumeIn, _: Annotated[Principal, Depends(require_principal)]
+) -> dict[str, Any]:
+    with transaction() as session:
+        run = svc.get_run(session, run_id)
+        resumed = svc.resume_run(session, run, body.budget_usd)
+        view = svc.run_view(session, run)
+    publish_components(resumed.refs)
+    if resumed.needs_planner:
+        start_planner(uuid.UUID(view["batch_id"]))
+    return view

@@ -1,4 +1,4 @@
-// Assay dashboard: live progress bars, the upload form and the "Score session" button.
+// Assay dashboard: live progress bars, the upload form, the "Score session" button and pairwise runs.
 // Plain JavaScript, no framework, nothing from a CDN. Requests go to this site only, with the
 // session cookie (or through the sign-on proxy); anything that changes state sends X-CSRF-Token.
 (function () {
@@ -331,6 +331,124 @@
     });
   }
 
+  // --- pairwise runs ---------------------------------------------------------------------------------------
+
+  function line(parent, text, className) {
+    var p = document.createElement("p");
+    if (className) p.className = className;
+    p.textContent = text;
+    parent.appendChild(p);
+    return p;
+  }
+
+  // The batches are compared in the order they are ticked: the first is A, the baseline.
+  function setupPairwiseForm() {
+    var form = document.getElementById("pairwise-form");
+    if (!form) return;
+    var out = document.getElementById("pairwise-result");
+    var order = [];
+    function showOrder() {
+      form.querySelectorAll("tr[data-pick-batch]").forEach(function (row) {
+        var at = order.indexOf(row.getAttribute("data-pick-batch"));
+        row.querySelector('[data-field="order"]').textContent = at < 0 ? "" : (order.length === 2 ? ["A", "B"][at] : String(at + 1));
+      });
+    }
+    form.querySelectorAll('input[name="batch"]').forEach(function (box) {
+      box.addEventListener("change", function () {
+        var at = order.indexOf(box.value);
+        if (box.checked && at < 0) order.push(box.value);
+        if (!box.checked && at >= 0) order.splice(at, 1);
+        showOrder();
+      });
+    });
+    function body(dryRun) {
+      var labels = order.map(function (id) {
+        var row = form.querySelector('tr[data-pick-batch="' + id + '"]');
+        return row.querySelector('input[name="label"]').value.trim();
+      });
+      var named = labels.some(function (l) { return l; });
+      var budget = form.elements.budget_usd.value;
+      return {
+        suite: form.elements.suite.value,
+        batches: order.slice(),
+        labels: named ? labels.map(function (l, i) { return l || order[i].slice(0, 8); }) : null,
+        by: form.elements.by.value.trim() || null,
+        budget_usd: budget ? Number(budget) : null,
+        lane: form.elements.lane.value,
+        dry_run: dryRun
+      };
+    }
+    function estimateLines(d) {
+      var e = d.estimate;
+      line(out, "Pairwise criteria " + d.criteria_hash.slice(0, 12) + " · " + d.design.pairs + " pair(s) over " +
+        d.design.items + " item(s) (" + d.design.rule + ")");
+      line(out, "Estimate: " + e.judge_calls + " judge call(s) (" + e.carried_over + " carried over), ~" +
+        e.input_tokens.toLocaleString("en-US") + " input + ~" + e.output_tokens.toLocaleString("en-US") +
+        " output tokens, ~" + usd(e.cost_usd) + " on the " + e.lane + " lane").setAttribute("data-field", "estimate");
+      d.notes.concat(e.notes).forEach(function (n) { line(out, n, "muted"); });
+    }
+    function send(dryRun) {
+      out.className = "result";
+      out.textContent = "";
+      if (order.length < 2) {
+        out.className = "result error";
+        out.textContent = "Tick at least two batches to compare.";
+        return;
+      }
+      var buttons = form.querySelectorAll("button");
+      buttons.forEach(function (b) { b.disabled = true; });
+      out.textContent = dryRun ? "Planning the pairs…" : "Starting the run…";
+      api("POST", form.getAttribute("data-endpoint"), JSON.stringify(body(dryRun)), { "Content-Type": "application/json" })
+        .then(function (res) {
+          buttons.forEach(function (b) { b.disabled = false; });
+          out.textContent = "";
+          if (res.status === 200 || res.status === 202) {
+            out.className = "result ok";
+            estimateLines(res.data);
+            if (res.data.run) {
+              line(out, "Run " + res.data.run.id + " started. Opening it…");
+              window.location.href = "/dashboard/pairwise/" + res.data.run.id;
+            }
+            return;
+          }
+          out.className = "result error";
+          out.textContent = "Not started: " + errorText(res);
+        })
+        .catch(function (e) {
+          buttons.forEach(function (b) { b.disabled = false; });
+          out.className = "result error";
+          out.textContent = "Request failed: " + e;
+        });
+    }
+    document.getElementById("pairwise-estimate").addEventListener("click", function () { send(true); });
+    form.addEventListener("submit", function (ev) { ev.preventDefault(); send(false); });
+  }
+
+  function setupPairwiseActions() {
+    var box = document.getElementById("run-actions");
+    if (!box) return;
+    var base = "/api/v1/pairwise/" + encodeURIComponent(box.getAttribute("data-run-id"));
+    var out = document.getElementById("run-action-result");
+    function done(res) {
+      if (res.ok) { window.location.reload(); return; }
+      out.className = "result error";
+      out.textContent = errorText(res);
+    }
+    var cancel = document.getElementById("pairwise-cancel");
+    if (cancel) cancel.addEventListener("click", function () {
+      if (!window.confirm(cancel.getAttribute("data-confirm"))) return;
+      cancel.disabled = true;
+      api("POST", base + "/cancel").then(done);
+    });
+    var resume = document.getElementById("pairwise-resume");
+    if (resume) resume.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var budget = resume.elements.budget_usd.value;
+      api("POST", base + "/resume", JSON.stringify({ budget_usd: budget ? Number(budget) : null }), { "Content-Type": "application/json" })
+        .then(done);
+    });
+  }
+
   function setupAutosubmit() {
     document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
       select.addEventListener("change", function () { select.form.submit(); });
@@ -357,6 +475,8 @@
     setupUpload();
     setupScoring();
     setupLiveResults();
+    setupPairwiseForm();
+    setupPairwiseActions();
     setTimeout(pollBatches, 1000);
   });
 })();

@@ -1,4 +1,5 @@
-"""Batch operations: progress, results, cancel, retry-failed, delete. Services flush; callers commit."""
+"""Batch operations: a batch a service fills, progress, results, cancel, retry-failed, delete. Services
+flush; callers commit."""
 
 from __future__ import annotations
 
@@ -28,6 +29,42 @@ from assay.scoring.store.models import (
 )
 
 RESULT_FILTERS = ("all", "finished", "passed", "failed", "errored")
+
+
+def planning_batch(
+    session: Session,
+    *,
+    suite_name: str,
+    criteria_hash: str,
+    created_by: str,
+    lane: str,
+    budget_usd: float | None,
+    summary: dict[str, Any],
+    total_items: int = 0,
+    now: datetime | None = None,
+) -> Batch:
+    """A new batch, in ``planning``, that a service fills with its own pending scores (a re-score's
+    waves, a calibration's repeats, a pairwise run's pairs) before its planner starts. ``planner_seen_at``
+    is now, so the reconciler leaves the batch to the service unless the service dies. Flushed."""
+    now = now or utcnow()
+    batch = Batch(
+        id=uuid.uuid4(),
+        suite_name=suite_name,
+        criteria_hash=criteria_hash,
+        status="planning",
+        created_by=created_by[:255],
+        total_items=total_items,
+        planned_position=-1,
+        planner_seen_at=now,
+        budget_usd=budget_usd,
+        spent_usd=0.0,
+        judge_lane=lane,
+        summary=summary,
+        created_at=now,
+    )
+    session.add(batch)
+    session.flush()
+    return batch
 
 
 def get_batch(session: Session, batch_id: uuid.UUID) -> Batch:

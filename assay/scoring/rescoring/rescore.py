@@ -34,6 +34,7 @@ from sqlalchemy import and_, exists, func, literal, or_, select, text
 from sqlalchemy.orm import Session, aliased
 
 from assay.scoring.errors import AssayError, BadRequest
+from assay.scoring.intake.batches import planning_batch
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline.carry_over import latest_finished_score
 from assay.scoring.pipeline.components import pending_score
@@ -327,25 +328,15 @@ def begin_run(
     record = current_suite(session, suite)  # 409 while the suite is disabled
     if budget_usd is not None and budget_usd <= 0:
         raise BadRequest("budget_usd must be positive")
-    now = utcnow()
-    batch = Batch(
-        id=uuid.uuid4(),
+    return planning_batch(
+        session,
         suite_name=record.name,
         criteria_hash=record.current_criteria_hash,
-        status="planning",
-        created_by=triggered_by[:255],
-        total_items=0,
-        planned_position=-1,
-        planner_seen_at=now,
+        created_by=triggered_by,
+        lane=lane,
         budget_usd=budget_usd,
-        spent_usd=0.0,
-        judge_lane=lane,
         summary={"rescore": {"selection": selection.describe(), "scheduled": scheduled}},
-        created_at=now,
     )
-    session.add(batch)
-    session.flush()
-    return batch
 
 
 def add_wave(session: Session, batch_id: uuid.UUID, selection: Selection, after: uuid.UUID | None, size: int) -> uuid.UUID | None:

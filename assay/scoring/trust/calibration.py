@@ -34,7 +34,6 @@ from sqlalchemy.orm import Session, aliased
 from assay.scoring.errors import BudgetRequired, InvalidInput, NotFound
 from assay.scoring.pipeline.components import pending_score
 from assay.scoring.pipeline.hooks import on_batch_completed
-from assay.scoring.pipeline.summaries import batch_counts
 from assay.scoring.rescoring.rescore import Estimate, Lane, estimate
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
@@ -52,6 +51,7 @@ from assay.scoring.store.models import (
 from assay.scoring.suites.criteria import current_suite, load_criteria
 from assay.scoring.suites.loader import ModelCatalog
 from assay.scoring.trust.noise import NoiseFloor, flip_share, latest_noise, noise_of_run, pooled_sigma
+from assay.scoring.trust.runs import batch_fields, run_of_batch, start_run_batch
 
 MAX_SAMPLE = 1000
 MAX_REPEATS = 20
@@ -183,26 +183,16 @@ def start(
         created_by=created_by[:255],
         created_at=now,
     )
-    batch = Batch(
-        id=uuid.uuid4(),
+    batch = start_run_batch(
+        session,
+        run,
+        MARKER,
         suite_name=the_plan.suite,
-        criteria_hash=the_plan.criteria_hash,
-        status="planning",
-        created_by=created_by[:255],
-        total_items=len(the_plan.item_ids) * the_plan.repeats,
-        planned_position=-1,
-        planner_seen_at=now,
+        lane=lane,
         budget_usd=budget_usd,
-        spent_usd=0.0,
-        judge_lane=lane,
-        summary={MARKER: {"run_id": str(run.id), "sample": run.sample, "repeats": run.repeats}},
-        created_at=now,
+        total_items=len(the_plan.item_ids) * the_plan.repeats,
+        summary={"sample": run.sample, "repeats": run.repeats},
     )
-    session.add(batch)
-    session.flush()
-    run.batch_id = batch.id
-    session.add(run)
-    session.flush()
     rows = []
     for index, item_id in enumerate(the_plan.item_ids):
         for repeat in range(1, the_plan.repeats + 1):
@@ -275,9 +265,6 @@ def compute_noise(session: Session, run: CalibrationRun) -> list[NoiseEstimate]:
     return out
 
 
-_RUN_STATUS_BY_BATCH = {"completed": "completed", "budget_exhausted": "completed", "cancelled": "cancelled", "failed": "failed"}
-
-
 @keep_rule
 def calibration_scores() -> Any:
     """Retention never removes a calibration repeat: the noise estimates stand on them."""
@@ -295,13 +282,10 @@ def finish_run(session: Session, batch: Batch) -> None:
     """The run's batch finished (again, after a retry or resume): store its estimates afresh. A
     budget cut still yields estimates over the items that got two usable repeats; a cancelled batch
     ends the run without any."""
-    run_id = (batch.summary or {}).get(MARKER, {}).get("run_id")
-    run = session.get(CalibrationRun, uuid.UUID(run_id), with_for_update=True) if run_id else None
-    if run is None:
+    found = run_of_batch(session, batch, MARKER, CalibrationRun)
+    if found is None:
         return
-    status = _RUN_STATUS_BY_BATCH.get(batch.status)
-    if status is None:
-        return
+    run, status = found
     session.execute(delete(NoiseEstimate).where(NoiseEstimate.calibration_run_id == run.id))
     if status == "completed":
         session.add_all(compute_noise(session, run))
@@ -321,10 +305,6 @@ def get_run(session: Session, suite: str, run_id: uuid.UUID) -> CalibrationRun:
 
 
 def run_view(session: Session, run: CalibrationRun) -> dict[str, Any]:
-    batch = session.get(Batch, run.batch_id) if run.batch_id else None
-    status = run.status
-    if status == "running" and (batch is None or batch.status in ("cancelled", "failed")):
-        status = "cancelled" if batch is None or batch.status == "cancelled" else "failed"
     noise: NoiseFloor | None = noise_of_run(session, run.id)
     return {
         "id": str(run.id),
@@ -332,15 +312,7 @@ def run_view(session: Session, run: CalibrationRun) -> dict[str, Any]:
         "criteria_hash": run.criteria_hash,
         "sample": run.sample,
         "repeats": run.repeats,
-        "status": status,
-        "batch_id": str(run.batch_id) if run.batch_id else None,
-        "batch_status": batch.status if batch is not None else None,
-        "progress": batch_counts(session, batch.id) if batch is not None else None,
-        "spent_usd": round(batch.spent_usd, 6) if batch is not None else None,
-        "budget_usd": batch.budget_usd if batch is not None else None,
-        "created_by": run.created_by,
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
+        **batch_fields(session, run),
         "noise": noise.to_dict() if noise is not None else None,
     }
 

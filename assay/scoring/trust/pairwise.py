@@ -44,14 +44,14 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from assay.scoring.errors import AssayError, InvalidInput, NotFound
+from assay.scoring.errors import AssayError, Conflict, InvalidInput, NotFound
+from assay.scoring.intake import batches
 from assay.scoring.intake.ingest import item_content_hash
 from assay.scoring.judge.rubrics import compose_template, rubric_verdict
 from assay.scoring.kinds import get_kind
 from assay.scoring.kinds.pairwise import A_FIRST, B_FIRST, KIND_NAME, PairItem
 from assay.scoring.pipeline.components import pending_score
 from assay.scoring.pipeline.hooks import on_batch_completed
-from assay.scoring.pipeline.summaries import batch_counts
 from assay.scoring.rescoring.rescore import Estimate, Lane, estimate
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
@@ -60,6 +60,7 @@ from assay.scoring.suites.criteria import current_suite, register_criteria
 from assay.scoring.suites.loader import ComponentSpec, Criteria, ModelCatalog, RubricJudge, canonical_json
 from assay.scoring.suites.pairwise import full_rubric, order_verdict, parse_section, swapped
 from assay.scoring.trust.pairwise_report import SLICE_PREFIX, compute_report
+from assay.scoring.trust.runs import batch_fields, run_batch, run_of_batch, start_run_batch
 
 MARKER = "pairwise"
 ALL_PAIRS_MAX_SYSTEMS = 6
@@ -309,25 +310,7 @@ def start(
         created_by=created_by[:255],
         created_at=now,
     )
-    batch = Batch(
-        id=uuid.uuid4(),
-        suite_name=run_suite_name(the_plan.suite),
-        criteria_hash=the_plan.criteria_hash,
-        status="planning",
-        created_by=created_by[:255],
-        total_items=0,
-        planned_position=-1,
-        planner_seen_at=now,
-        budget_usd=budget_usd,
-        spent_usd=0.0,
-        judge_lane=lane,
-        summary={MARKER: {"run_id": str(run.id)}},
-        created_at=now,
-    )
-    session.add(batch)
-    session.flush()
-    run.batch_id = batch.id
-    session.add(run)
+    batch = start_run_batch(session, run, MARKER, suite_name=run_suite_name(the_plan.suite), lane=lane, budget_usd=budget_usd)
     item_ids = _pair_item_ids(session, the_plan.pairs)
     rows = [
         pending_score(
@@ -360,9 +343,7 @@ def start(
     return run, spend
 
 
-# --- when the batch finishes ------------------------------------------------------------------------------
-
-_RUN_STATUS_BY_BATCH = {"completed": "completed", "budget_exhausted": "completed", "cancelled": "cancelled", "failed": "failed"}
+# --- when the batch finishes; cancel and resume ---------------------------------------------------------------
 
 
 @on_batch_completed
@@ -375,15 +356,40 @@ def batch_completed(session: Session, batch: Batch) -> None:
 def finish_run(session: Session, batch: Batch) -> None:
     """Store the run's report afresh (a resumed run finishes again). A budget cut reports the pairs
     judged; a cancelled batch ends the run without a report."""
-    run_id = (batch.summary or {}).get(MARKER, {}).get("run_id")
-    run = session.get(PairwiseRun, uuid.UUID(run_id), with_for_update=True) if run_id else None
-    status = _RUN_STATUS_BY_BATCH.get(batch.status)
-    if run is None or status is None:
+    found = run_of_batch(session, batch, MARKER, PairwiseRun)
+    if found is None:
         return
+    run, status = found
     run.report = compute_report(session, run) if status == "completed" else None
     run.status = status
     run.completed_at = utcnow()
     session.flush()
+
+
+def _live_batch(session: Session, run: PairwiseRun) -> Batch:
+    batch = run_batch(session, run)
+    if batch is None:
+        raise Conflict(f"pairwise run {run.id}'s batch was deleted: start a new run")
+    return batch
+
+
+def cancel_run(session: Session, run: PairwiseRun) -> None:
+    """Cancel the run's batch (queued pairs dropped, judged ones kept): the run ends without a report."""
+    batch = _live_batch(session, run)
+    batches.cancel(session, batch)
+    finish_run(session, batch)
+
+
+def resume_run(session: Session, run: PairwiseRun, budget_usd: float | None) -> batches.Resumed:
+    """Resume a run whose batch the budget stopped, under a new budget (None: none): the stopped pairs
+    go back to work, what was judged is kept; the report is made again when the batch finishes. The
+    caller publishes the returned work (and starts the planner when it says so)."""
+    resumed = batches.resume(session, _live_batch(session, run), budget_usd)
+    run.status = "running"
+    run.report = None
+    run.completed_at = None
+    session.flush()
+    return resumed
 
 
 # --- reading ------------------------------------------------------------------------------------------------
@@ -397,26 +403,16 @@ def get_run(session: Session, run_id: uuid.UUID) -> PairwiseRun:
 
 
 def run_view(session: Session, run: PairwiseRun) -> dict[str, Any]:
-    batch = session.get(Batch, run.batch_id) if run.batch_id else None
-    status = run.status
-    if status == "running" and (batch is None or batch.status in ("cancelled", "failed")):
-        status = "cancelled" if batch is None or batch.status == "cancelled" else "failed"
+    fields = batch_fields(session, run)
     return {
         "id": str(run.id),
         "suite": run.suite_name,
         "criteria_hash": run.criteria_hash,
         "systems": run.systems,
         "design": run.design,
-        "status": status,
-        "batch_id": str(run.batch_id) if run.batch_id else None,
-        "batch_status": batch.status if batch is not None else None,
-        "progress": batch_counts(session, batch.id) if batch is not None else None,
-        "spent_usd": round(batch.spent_usd, 6) if batch is not None else None,
-        "budget_usd": batch.budget_usd if batch is not None else None,
-        "created_by": run.created_by,
-        "created_at": run.created_at.isoformat(),
-        "completed_at": run.completed_at.isoformat() if run.completed_at else None,
-        "report": run.report,
+        **fields,
+        # A run running again (resumed) has no report until its batch finishes again.
+        "report": None if fields["status"] == "running" else run.report,
     }
 
 

@@ -7,7 +7,7 @@
   position-inconsistency rate. With two systems it is the run's answer; ``slices`` gives the same per
   value of the run's ``by`` key (A's item metadata; items without it are the slice ``(none)``).
 - ``moved_most``: the pairs both orders agreed were decisive, B's losses first, with each order's
-  reasoning (at most ``MOVED_LIMIT``).
+  reasoning and the ids of the pair's item and of the two compared items (at most ``MOVED_LIMIT``).
 - ``leaderboard`` (three or more systems): Bradley-Terry strengths with their item-bootstrap
   intervals, ranks and rank intervals, best first (``ranking.bradley_terry``).
 """
@@ -42,6 +42,9 @@ NO_SLICE = "(none)"
 @dataclass(frozen=True)
 class JudgedPair:
     external_id: str
+    item_id: uuid.UUID  # the pair's own item (kind pairwise)
+    a_item_id: str  # the compared items
+    b_item_id: str
     a: int
     b: int
     outcome: float
@@ -57,19 +60,27 @@ def judged_pairs(session: Session, run: PairwiseRun) -> tuple[list[JudgedPair], 
     by = run.design.get("by")
     key = by[len(SLICE_PREFIX) :] if by else None
     rows = session.execute(
-        select(Score.id, Item.payload, ScoreComponent.component, ScoreComponent.status, ScoreComponent.score, ScoreComponent.details)
+        select(
+            Score.id,
+            Item.id.label("item_id"),
+            Item.payload,
+            ScoreComponent.component,
+            ScoreComponent.status,
+            ScoreComponent.score,
+            ScoreComponent.details,
+        )
         .join(Item, Item.id == Score.item_id)
         .join(ScoreComponent, ScoreComponent.score_id == Score.id)
         .where(Score.batch_id == run.batch_id, ScoreComponent.component.in_((A_FIRST, B_FIRST)))
     ).all()
     per_score: dict[uuid.UUID, dict[str, Any]] = defaultdict(dict)
-    payloads: dict[uuid.UUID, dict[str, Any]] = {}
+    payloads: dict[uuid.UUID, tuple[uuid.UUID, dict[str, Any]]] = {}
     for r in rows:
-        payloads[r.id] = r.payload
+        payloads[r.id] = (r.item_id, r.payload)
         if r.status == "ok" and r.score is not None:
             per_score[r.id][r.component] = (r.score, r.details or {})
     out = []
-    for score_id, payload in payloads.items():
+    for score_id, (item_id, payload) in payloads.items():
         orders = per_score.get(score_id, {})
         if A_FIRST not in orders or B_FIRST not in orders:
             continue
@@ -79,6 +90,9 @@ def judged_pairs(session: Session, run: PairwiseRun) -> tuple[list[JudgedPair], 
         out.append(
             JudgedPair(
                 external_id=payload["id"],
+                item_id=item_id,
+                a_item_id=payload["a"]["item_id"],
+                b_item_id=payload["b"]["item_id"],
                 a=index[payload["a"]["batch_id"]],
                 b=index[payload["b"]["batch_id"]],
                 outcome=outcome,
@@ -104,6 +118,9 @@ def _moved(pairs: list[JudgedPair], systems: list[dict[str, Any]]) -> list[dict[
     return [
         {
             "external_id": p.external_id,
+            "pair_item_id": str(p.item_id),
+            "a_item_id": p.a_item_id,
+            "b_item_id": p.b_item_id,
             "a": systems[p.a]["label"],
             "b": systems[p.b]["label"],
             "winner": systems[p.b if p.outcome == B_WINS else p.a]["label"],
