@@ -81,7 +81,8 @@ def run(
     except AssayError as exc:
         fail(f"--by: {exc.message}")
 
-    from assay.cli.gating import gate_options, sources
+    from assay.cli.gating import gate_options
+    from assay.cli.stores import sources
 
     options = gate_options(max_drop, alpha, min_pairs, by) if baseline is not None else None
     if baseline is not None:

@@ -27,7 +27,8 @@ from assay.cli.common import (
     request,
     slice_name,
 )
-from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options, sources
+from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options
+from assay.cli.stores import sources
 
 
 def _noise_table(floor: dict[str, Any]) -> Table:
