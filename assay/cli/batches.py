@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,7 +12,6 @@ from assay.cli.common import (
     ApiKey,
     ApiUrl,
     api_client,
-    check,
     console,
     exit_unless_finished,
     fail,
@@ -24,11 +22,11 @@ from assay.cli.common import (
     request_raw,
     sliced_summary_table,
     summary_table,
-    unreachable,
     upload_with_progress,
 )
 from assay.cli.common import watch as watch_batch
 from assay.cli.gating import AsJson, FailUnder, Junit, finish_run
+from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store
 
 
 def submit(
@@ -107,13 +105,15 @@ def status(
     watch: Annotated[bool, typer.Option(help="Follow progress until the batch finishes (exit 3 when it does not).")] = False,
     as_json: AsJson = False,
     by: Annotated[Optional[str], typer.Option(help=BY_HELP)] = None,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Show a batch's progress and summary (per slice of a metadata key with --by)."""
-    with api_client(api_url, api_key) as client:
-        view = watch_batch(client, batch_id) if watch else request(client.get, f"/api/v1/batches/{batch_id}")
-        sliced = request(client.get, f"/api/v1/batches/{batch_id}/slices", params={"by": by}) if by is not None else None
+    """Show a batch's progress and summary (per slice of a metadata key with --by), from the embedded
+    store (--db) or through the API (--api-url)."""
+    with open_store(db, api_url, api_key) as store:
+        view = store.watch(batch_id) if watch else store.batch(batch_id)
+        sliced = store.slices(batch_id, by) if by is not None else None
     if as_json:
         print_json({**view, "slices": sliced} if sliced is not None else view)
     else:
@@ -125,6 +125,7 @@ def status(
 
 
 RESULT_FORMATS = ("jsonl", "csv", "xlsx")
+RESULT_STATUSES = ("all", "finished", "passed", "failed", "errored")
 
 
 def results(
@@ -134,40 +135,21 @@ def results(
     ] = "jsonl",
     status: Annotated[str, typer.Option(help="all, passed, failed or errored (jsonl and csv)")] = "all",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
     """Export a batch's results (streamed), each with the item's content (input, output, expected,
-    context, metadata — metadata.KEY columns in CSV and Excel)."""
-    import httpx
-
+    context, metadata — metadata.KEY columns in CSV and Excel), from the embedded store (--db) or
+    through the API (--api-url)."""
     if format not in RESULT_FORMATS:
         fail(f"--format is one of {', '.join(RESULT_FORMATS)}, not {format!r}")
     if format == "xlsx" and output is None:
         fail("--format xlsx writes a workbook: name the file with --output")
-    if format == "xlsx":
-        path, params = f"/api/v1/batches/{batch_id}/report.xlsx", {}
-    else:
-        path, params = f"/api/v1/batches/{batch_id}/results", {"format": format, "status": status}
-    try:
-        with api_client(api_url, api_key) as client, client.stream("GET", path, params=params) as response:
-            if response.status_code >= 400:
-                response.read()
-                check(response)
-            if format == "xlsx":
-                with output.open("wb") as sink:
-                    for chunk in response.iter_bytes():
-                        sink.write(chunk)
-                return
-            sink = output.open("w", newline="") if output else sys.stdout  # CSV lines end in \r\n as sent
-            try:
-                for text in response.iter_text():
-                    sink.write(text)
-            finally:
-                if output:
-                    sink.close()
-    except httpx.HTTPError as exc:
-        unreachable(exc)
+    if status not in RESULT_STATUSES:
+        fail(f"--status is one of {', '.join(RESULT_STATUSES)}, not {status!r}")
+    with open_store(db, api_url, api_key) as store:
+        store.write_results(batch_id, format, status, output)
 
 
 def metrics(

@@ -176,26 +176,36 @@ def upload_with_progress(path: Path, chunk_bytes: int = 1 << 20):  # type: ignor
 
 
 def watch(client: Any, batch_id: str, live: bool | None = None) -> dict[str, Any]:
+    """Follow a batch through the API until it ends, with each result's live lines as it lands."""
+
+    def finished_since(since: str) -> list[dict[str, Any]]:
+        params = {"status": "finished", "finished_after": since, "limit": 500}
+        return request(client.get, f"/api/v1/batches/{batch_id}/results", params=params)["results"]
+
+    return follow(lambda: request(client.get, f"/api/v1/batches/{batch_id}"), finished_since, live)
+
+
+def follow(
+    view_of: Any, finished_since: Any = None, live: bool | None = None, poll_seconds: float = 1.0
+) -> dict[str, Any]:
+    """A progress bar on stderr over ``view_of()`` (a batch's view) until the batch ends; its last view.
+    ``finished_since(time)``: the results finished after that time, whose live lines are printed."""
     with progress_bar() as bar:
         task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
         printer = live_printer(bar, live, total=None)
         seen_until = "1970-01-01T00:00:00Z"
         while True:
-            view = request(client.get, f"/api/v1/batches/{batch_id}")
-            if live is not False:
-                page = request(
-                    client.get,
-                    f"/api/v1/batches/{batch_id}/results",
-                    params={"status": "finished", "finished_after": seen_until, "limit": 500},
-                )
-                if page["results"]:
-                    seen_until = page["results"][-1]["completed_at"]
-                    printer([(r.get("external_id") or f"#{r['position']}", r["live"] or []) for r in page["results"]])
+            view = view_of()
+            if live is not False and finished_since is not None:
+                rows = finished_since(seen_until)
+                if rows:
+                    seen_until = rows[-1]["completed_at"]
+                    printer([(r.get("external_id") or f"#{r['position']}", r["live"] or []) for r in rows])
             p = view["progress"]
             bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
             if view["status"] not in ("planning", "running"):
                 return view
-            time.sleep(1.0)
+            time.sleep(poll_seconds)
 
 
 def print_estimate(estimate: dict[str, Any], budget: float | None) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -12,12 +11,9 @@ import typer
 from rich.markup import escape
 
 from assay.cli.common import (
-    EXIT_INCOMPLETE,
     EXIT_USAGE,
     console,
     fail,
-    live_printer,
-    progress_bar,
     report_domain_error,
     sliced_summary_table,
     suite_path,
@@ -25,6 +21,7 @@ from assay.cli.common import (
 )
 from assay.cli.common import out as stdout  # `run` has an `out` option
 from assay.cli.gating import Alpha, AsJson, By, FailUnder, Junit, MaxDrop, MinPairs, finish_run
+from assay.cli.stores import score_batch
 
 
 def run(
@@ -81,7 +78,8 @@ def run(
     except AssayError as exc:
         fail(f"--by: {exc.message}")
 
-    from assay.cli.gating import gate_options, sources
+    from assay.cli.gating import gate_options
+    from assay.cli.stores import sources
 
     options = gate_options(max_drop, alpha, min_pairs, by) if baseline is not None else None
     if baseline is not None:
@@ -102,7 +100,6 @@ def run(
 
     embedded.configure_environment(db)
     from assay.scoring.store.db import migrate
-    from assay.settings import get_settings
 
     migrate()
     try:
@@ -113,35 +110,7 @@ def run(
         report_domain_error(exc)
         raise typer.Exit(EXIT_USAGE) from None
     console.print(f"batch [bold]{batch_id}[/bold] · {file} · suite {suite}")
-    worker_log = db.with_suffix(".log")
-    with progress_bar() as bar:
-        task = bar.add_task("scoring", total=None, passed=0, failed=0, errored=0)
-
-        def show(view: dict[str, Any]) -> None:
-            p = view["progress"]
-            bar.update(task, total=p["total"], completed=p["done"], passed=p["passed"], failed=p["failed"], errored=p["errored"])
-
-        def problem(message: str) -> None:
-            bar.console.print(f"[yellow]worker error:[/yellow] {escape(message)}", highlight=False)
-
-        def sandbox_started(message: str) -> None:
-            bar.console.print(escape(message), highlight=False)
-
-        # SIGTERM unwinds like Ctrl-C, so the worker stops and the sandbox's work folder is removed.
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
-        try:
-            view = embedded.run_batch(
-                batch_id,
-                concurrency=concurrency,
-                on_progress=show,
-                on_finished=live_printer(bar, live, total=None),
-                on_problem=problem,
-                on_sandbox_start=sandbox_started,
-                stall_seconds=get_settings().embedded_stall_seconds,
-                log_file=worker_log,
-            )
-        except embedded.Stalled as exc:
-            fail(f"batch {batch_id} stopped: {exc} (the worker's log: {worker_log})", EXIT_INCOMPLETE)
+    view = score_batch(batch_id, db, concurrency=concurrency, live=live)
     target = out or file.with_name(file.name + ".results.jsonl")
     count = _write_embedded_results(batch_id, target)
     console.print(f"{count} results written to [bold]{target}[/bold]")
@@ -165,10 +134,6 @@ def _print_slices(batch_id: Any, by: str) -> None:
             stdout.print(sliced_summary_table(sliced_summary(session, batch_id, by)))
     except AssayError as exc:
         console.print(f"[yellow]no slices:[/yellow] {escape(exc.message)}")
-
-
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
 
 
 def _write_embedded_results(batch_id: Any, target: Path) -> int:

@@ -1,16 +1,19 @@
-"""``assay labels``: human labels, and how the judge agrees with them (through the API)."""
+"""``assay labels``: human labels, and how the judge agrees with them (embedded store or API)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
-from assay.cli.common import BY_HELP, ApiKey, ApiUrl, api_client, console, fail, request, slice_text
+from assay.cli.common import BY_HELP, ApiKey, fail, print_json, slice_text
+from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store
 
-labels_cli = typer.Typer(help="Human labels, and how the judge agrees with them (through the API).", no_args_is_help=True)
+labels_cli = typer.Typer(
+    help="Human labels, and how the judge agrees with them (the embedded store, --db, or the API, --api-url).",
+    no_args_is_help=True,
+)
 
 
 LABEL_TYPES = {".csv": "text/csv", ".jsonl": "application/x-ndjson", ".ndjson": "application/x-ndjson"}
@@ -21,34 +24,34 @@ def labels_push(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="A .csv or .jsonl file.")],
     suite: Annotated[str, typer.Option("--suite", "-s")],
     partial: Annotated[bool, typer.Option(help="Store the good rows when some are bad.")] = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was stored as JSON on stdout.")] = False,
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
-    """Upload human labels (POST /api/v1/suites/{name}/labels): CSV or JSONL, by the file's extension.
-    Rows: item_id (or batch_id and external_id), passed and/or score (0..1), annotator, comment.
-    A row without an annotator, or naming you, is your label; a row naming someone else imports their
-    label, which never replaces one. Prints what was added, imported, replaced, skipped (and why)."""
+    """Upload human labels (POST /api/v1/suites/{name}/labels, or into the embedded store): CSV or
+    JSONL, by the file's extension. Rows: item_id (or batch_id and external_id), passed and/or score
+    (0..1), annotator, comment. A row without an annotator, or naming you, is your label; a row naming
+    someone else imports their label, which never replaces one. Prints what was added, imported,
+    replaced, skipped (and why)."""
     content_type = LABEL_TYPES.get(file.suffix.lower())
     if content_type is None:
         fail(f"{file.name}: name a .csv, .jsonl or .ndjson file (the extension decides the format)")
-    with api_client(api_url, api_key) as client:
-        out = request(
-            client.post,
-            f"/api/v1/suites/{suite}/labels",
-            params={"partial": str(partial).lower()},
-            content=file.read_bytes(),
-            headers={"Content-Type": content_type},
-        )
-    console.print(
-        f"suite {out['suite']}: {out['accepted']} label(s) stored ({out['created']} new, "
-        f"{out['imported']} imported, {out['replaced']} replaced)"
-        + (f", {out['skipped']} skipped" if out["skipped"] else "")
-        + (f", {out['rejected']} bad row(s)" if out["rejected"] else "")
+    with open_store(db, api_url, api_key) as store:
+        stored = store.push_labels(suite, file.read_bytes(), content_type, partial)
+    if as_json:
+        print_json(stored)
+        return
+    typer.echo(
+        f"suite {stored['suite']}: {stored['accepted']} label(s) stored ({stored['created']} new, "
+        f"{stored['imported']} imported, {stored['replaced']} replaced)"
+        + (f", {stored['skipped']} skipped" if stored["skipped"] else "")
+        + (f", {stored['rejected']} bad row(s)" if stored["rejected"] else "")
     )
-    for skipped in out["skipped_lines"][:20]:
-        console.print(f"  line {skipped['line']} skipped: {skipped['reason']}")
-    for bad in out["bad_lines"][:20]:
-        console.print(f"  line {bad['line']}: {bad['reason']}")
+    for skipped in stored["skipped_lines"][:20]:
+        typer.echo(f"  line {skipped['line']} skipped: {skipped['reason']}")
+    for bad in stored["bad_lines"][:20]:
+        typer.echo(f"  line {bad['line']}: {bad['reason']}")
 
 
 def _ratio(value: float | None, reason: str | None = None) -> str:
@@ -72,18 +75,18 @@ def labels_agreement(
     suite: Annotated[str, typer.Option("--suite", "-s")],
     criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (default: every labelled one).")] = None,
     by: Annotated[Optional[str], typer.Option(help=BY_HELP)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON report.")] = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
     """How the suite's machine verdicts agree with its human labels, per criteria hash
     (GET /api/v1/suites/{name}/agreement): accuracy, Cohen's kappa, Spearman, confusion matrix,
     ties and the disagreeing items; the same for each judge component, and per slice with --by."""
-    params = ({"criteria_hash": criteria_hash} if criteria_hash else {}) | ({"by": by} if by else {})
-    with api_client(api_url, api_key) as client:
-        report = request(client.get, f"/api/v1/suites/{suite}/agreement", params=params)
+    with open_store(db, api_url, api_key) as store:
+        report = store.agreement(suite, criteria_hash, by)
     if as_json:
-        typer.echo(json.dumps(report, indent=2))
+        print_json(report)
         return
     typer.echo(f"suite {report['suite']}: {report['labels']} label(s) on {report['labelled_items']} item(s)")
     if not report["hashes"]:

@@ -1,4 +1,4 @@
-"""Re-scoring through the API: ``rescore`` (as the nightly run does) and ``diff`` (two criteria hashes)."""
+"""Re-scoring, on the embedded store or through the API: ``rescore`` (as the nightly run does) and ``diff`` (two criteria hashes)."""
 
 from __future__ import annotations
 
@@ -11,27 +11,31 @@ from rich.table import Table
 
 from assay.cli.common import (
     ApiKey,
-    ApiUrl,
-    api_client,
     changes_table,
     console,
     difference_cell,
-    download_csv,
     exit_unless_finished,
     fail,
     mean_cell,
     out,
     print_json,
-    request,
     started,
     summary_table,
-    watch,
 )
 from assay.cli.gating import AsJson
+from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store
 
 
 def rescore(
-    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite to re-score under its current criteria.")],
+    suite: Annotated[
+        str,
+        typer.Option(
+            "--suite",
+            "-s",
+            help="Suite to re-score under its current criteria: its name, or (embedded) its file's path, "
+            "registered first as `assay run --suite FILE` does.",
+        ),
+    ],
     stale_only: Annotated[
         bool, typer.Option(help="Only items scored under older criteria (not never-scored ones).")
     ] = False,
@@ -41,24 +45,36 @@ def rescore(
     dry_run: Annotated[bool, typer.Option(help="Only print the count and the estimated calls, tokens, dollars.")] = False,
     lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
     budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
-    wait: Annotated[bool, typer.Option(help="Show progress until the run's batch finishes (exit 3 when it does not).")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(help="Show progress until the run's batch finishes (exit 3 when it does not); embedded, always."),
+    ] = False,
     as_json: AsJson = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
     """Re-score a suite's stale (and never-scored) items under its current criteria, as the nightly
-    run does; old scores are kept as history. Prints the run's batch id."""
+    run does; old scores are kept as history. Prints the run's batch id.
+
+    On the embedded store (--db) the run is scored here, through the in-process worker pool as
+    `assay run` does, progress on stderr; through the API (--api-url) the API's workers score it."""
     if lane not in ("realtime", "batch"):
         fail(f"--lane must be realtime or batch, not {lane!r}")
-    body = {"suite": suite, "stale_only": stale_only, "partial": partial, "dry_run": dry_run, "lane": lane, "budget_usd": budget}
-    with api_client(api_url, api_key) as client:
-        answer = request(client.post, "/api/v1/rescore", json=body)
+    options = {"stale_only": stale_only, "partial": partial, "dry_run": dry_run, "lane": lane, "budget_usd": budget}
+    with open_store(db, api_url, api_key) as store:
+        answer = store.rescore(suite, options)
         console.print(f"suite {answer['suite']} · criteria {answer['criteria_hash'][:12]} · {answer['selection']}")
         created = f"re-scoring batch [bold]{answer['batch_id']}[/bold]"
         nothing = "dry run: nothing was created" if dry_run else "nothing to re-score"
-        if not started(answer, budget, answer["batch_id"], created=created, nothing=nothing, as_json=as_json, wait=wait):
+        # wait=True: an embedded run is scored here whether or not --wait is given
+        if not started(answer, budget, answer["batch_id"], created=created, nothing=nothing, as_json=as_json, wait=True):
             return
-        view = watch(client, answer["batch_id"], live=False)
+        view = store.score_rescore(answer, options, wait)
+    if view is None:
+        if as_json:
+            print_json(answer)
+        return
     if as_json:
         print_json({**answer, "batch": view})
     else:
@@ -98,7 +114,8 @@ def diff(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many items to list by |delta| and how many flips.")] = 10,
     as_json: AsJson = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
     """Compare the scores of two criteria hashes over the items scored under both.
@@ -110,10 +127,9 @@ def diff(
     measured" without `assay calibrate` on both hashes) and the cost of the new run; then the items
     whose total moved most and the items that flipped.
     """
-    params = {"suite": suite, "from": from_hash, "to": to_hash, "limit": limit}
-    with api_client(api_url, api_key) as client:
-        moved = request(client.get, "/api/v1/criteria/diff", params=params)
-        flips = request(client.get, "/api/v1/criteria/diff", params={**params, "flips_only": "true"})
+    with open_store(db, api_url, api_key) as store:
+        moved = store.diff(suite, from_hash, to_hash, limit, flips_only=False)
+        flips = store.diff(suite, from_hash, to_hash, limit, flips_only=True)
         if as_json:
             print_json({**moved, "flips": flips["items"], "flips_total": flips["total"]})
         else:
@@ -124,5 +140,5 @@ def diff(
                 out.print(changes_table(f"flips ({len(flips['items'])} of {flips['total']})", flips["items"], "old", "new"))
         if csv_file is None:
             return
-        download_csv(client, "/api/v1/criteria/diff", params, csv_file)
+        store.write_diff_csv(suite, from_hash, to_hash, csv_file)
     console.print(f"{moved['summary']['items_compared']} compared items written to [bold]{csv_file}[/bold]")

@@ -1,4 +1,5 @@
-"""How far to trust a score, through the API: ``calibrate`` and ``noise`` (the judge's noise), ``compare`` (two batches)."""
+"""How far to trust a score: ``calibrate`` (through the API) and ``noise`` (the judge's noise), ``compare``
+(two batches); ``noise`` and ``compare`` on the embedded store too."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from assay.cli.common import (
     changes_table,
     console,
     difference_cell,
-    download_csv,
     fail,
     mean_cell,
     out,
@@ -27,7 +27,8 @@ from assay.cli.common import (
     slice_name,
     started,
 )
-from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options, sources
+from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options
+from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store, sources
 
 
 def _noise_table(floor: dict[str, Any]) -> Table:
@@ -99,14 +100,14 @@ def noise(
     suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose measured judge noise to show.")],
     criteria_hash: Annotated[Optional[str], typer.Option(help="Only this criteria hash (64 hex characters).")] = None,
     as_json: AsJson = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
-    """The judge's noise floor of each criteria hash of a suite (its latest calibration run)."""
-    with api_client(api_url, api_key) as client:
-        answer = request(
-            client.get, f"/api/v1/suites/{suite}/noise", params={"criteria_hash": criteria_hash} if criteria_hash else None
-        )
+    """The judge's noise floor of each criteria hash of a suite (its latest calibration run), from the
+    embedded store (--db) or through the API (--api-url)."""
+    with open_store(db, api_url, api_key) as store:
+        answer = store.noise(suite, criteria_hash)
     if as_json:
         print_json(answer)
         return
@@ -190,7 +191,8 @@ def compare(
     by: By = None,
     junit: Junit = None,
     as_json: AsJson = False,
-    api_url: ApiUrl = "http://127.0.0.1:8000",
+    db: EmbeddedDb = DEFAULT_DB,
+    api_url: OptionalApiUrl = None,
     api_key: ApiKey = None,
 ) -> None:
     """Compare BATCH_B against BATCH_A pair by pair (items matched by external id, each batch's own scores).
@@ -202,20 +204,20 @@ def compare(
     moved most and those that flipped. Warns when the batches have different criteria or suites. With
     --by metadata.KEY, the same per slice (by the metadata of BATCH_B's items). With
     --fail-on-regression, the gate's verdict follows (`assay gate`, per slice too with --by) and
-    decides the exit code.
+    decides the exit code. Batches are read from the embedded store (--db), or through the API with
+    --api-url.
     """
     if junit is not None and not fail_on_regression:
         fail("--junit belongs to the gate: add --fail-on-regression")
     options = gate_options(max_drop, alpha, min_pairs, by) if fail_on_regression else None
-    params = {"a": batch_a, "b": batch_b}
-    with api_client(api_url, api_key) as client:
-        report = request(client.get, "/api/v1/compare", params=params | ({"by": by} if by else {}))
+    with open_store(db, api_url, api_key) as store:
+        report = store.compare(batch_a, batch_b, by)
         if csv_file is not None:
-            download_csv(client, "/api/v1/compare", params, csv_file)
+            store.write_compare_csv(batch_a, batch_b, csv_file)
             console.print(f"every pair written to [bold]{csv_file}[/bold]")
     gate_report = None
     if options is not None:
-        with sources(Path(".assay/embedded.db"), api_url, api_key) as opened:
+        with sources(db, api_url, api_key) as opened:
             gate_report, _ = opened.gate(batch_a, batch_b, options)
     if as_json:
         print_json({**report, "gate": gate_report.to_dict() if gate_report else None})

@@ -165,6 +165,21 @@ def register_datasets(datasets: dict[str, Path]) -> dict[str, str]:
     return hashes
 
 
+def register_suites(suite: str | Path) -> str:
+    """Register the installed suites and, when ``suite`` is a suite file's path, that file after them
+    (a suite edited since the last run gets its new criteria); the suite's name."""
+    from assay.scoring.store.db import transaction
+    from assay.scoring.suites.criteria import register_all_suites, register_suite_file
+    from assay.settings import get_settings
+
+    settings = get_settings()
+    with transaction() as session:
+        register_all_suites(session, settings.config_dir)
+        if isinstance(suite, Path):
+            return register_suite_file(session, suite, settings.config_dir)
+    return suite
+
+
 def ingest_file(path: Path, suite: str | Path, created_by: str) -> uuid.UUID:
     """Register the suites, stream the file into a new batch (one transaction), return its id.
 
@@ -173,14 +188,11 @@ def ingest_file(path: Path, suite: str | Path, created_by: str) -> uuid.UUID:
     from assay.scoring.intake.ingest import BatchWriter, IngestLimits
     from assay.scoring.kinds import get_kind
     from assay.scoring.store.db import transaction
-    from assay.scoring.suites.criteria import current_suite, register_all_suites, register_suite_file
+    from assay.scoring.suites.criteria import current_suite
     from assay.settings import get_settings
 
     settings = get_settings()
-    with transaction() as session:
-        register_all_suites(session, settings.config_dir)
-        if isinstance(suite, Path):
-            suite = register_suite_file(session, suite, settings.config_dir)
+    suite = register_suites(suite)
     with transaction() as session:
         record = current_suite(session, suite)
         writer = BatchWriter(
@@ -311,8 +323,12 @@ def run_batch(
     reconcile_every: float = 30.0,
     stall_seconds: float = 120.0,
     log_file: Path | None = None,
+    start: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """Plan and score the batch with an in-process worker; returns its final view.
+
+    ``start`` sends the batch's first task once the worker runs (default: its planner; a re-scoring
+    run's batch starts with ``rescore_suite``, which fills it and then plans it).
 
     ``on_finished`` receives the results finished since the last poll as (external id or position,
     live-result lines); ``on_problem`` each distinct error a task raised (the worker's full log goes
@@ -327,7 +343,7 @@ def run_batch(
     task_failure.connect(problems.on_failure, weak=False)
     try:
         with _sandbox_start_shown(on_sandbox_start), in_process_worker(concurrency, log_file):
-            return _drive(batch_id, on_progress, on_finished, problems, poll_seconds, reconcile_every, stall_seconds)
+            return _drive(batch_id, on_progress, on_finished, problems, poll_seconds, reconcile_every, stall_seconds, start)
     finally:
         task_retry.disconnect(problems.on_retry)
         task_failure.disconnect(problems.on_failure)
@@ -341,6 +357,7 @@ def _drive(
     poll_seconds: float,
     reconcile_every: float,
     stall_seconds: float,
+    start: Callable[[], Any] | None,
 ) -> dict[str, Any]:
     from assay.scoring.intake import batches as svc
     from assay.scoring.kinds import get_kind
@@ -350,7 +367,10 @@ def _drive(
     from assay.workers.tasks import plan_batch, reconcile
 
     stall = StallWatch(stall_seconds, time.monotonic())
-    plan_batch.apply_async(args=(str(batch_id),))
+    if start is None:
+        plan_batch.apply_async(args=(str(batch_id),))
+    else:
+        start()
     last_reconcile = time.monotonic()
     seen_until = None
     while True:
@@ -382,3 +402,10 @@ def _drive(
             reconcile.apply_async()  # no beat in embedded mode: the loop stands in for it
             last_reconcile = time.monotonic()
         time.sleep(poll_seconds)
+
+
+def rescore_start(batch_id: uuid.UUID, stale_only: bool, partial: bool) -> Callable[[], Any]:
+    """``run_batch``'s ``start`` for a re-scoring run's batch, as ``POST /api/v1/rescore`` starts it."""
+    from assay.workers.tasks import rescore_suite
+
+    return lambda: rescore_suite.apply_async(args=(str(batch_id), stale_only, partial))

@@ -270,7 +270,8 @@ def test_the_cli_pushes_labels_and_prints_the_agreement(scored, tmp_path, monkey
     from assay import cli
 
     client, _, items, criteria_hash = scored
-    monkeypatch.setattr("assay.cli.labels.api_client", lambda api_url, api_key: client)
+    monkeypatch.setattr("assay.cli.stores.api_client", lambda api_url, api_key: client)
+    monkeypatch.setenv("ASSAY_API_URL", "http://testserver")  # through the API, not the embedded store
     runner = CliRunner()
     labels_file = tmp_path / "labels.csv"
     labels_file.write_text(first_labels(items))

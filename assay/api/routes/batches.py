@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -32,16 +31,13 @@ from assay.scoring.errors import BadRequest
 from assay.scoring.intake import batches as svc
 from assay.scoring.intake.idempotency import IdempotencyKey
 from assay.scoring.intake.ingest import BatchWriter, IngestLimits, IngestResult
-from assay.scoring.kinds import Kind, get_kind
+from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline.summaries import sliced_summary
-from assay.scoring.reports.batch_reports import generic_columns, generic_row, metadata_cells, metadata_keys
-from assay.scoring.reports.csv_writer import csv_chunks
-from assay.scoring.reports.views import batch_view, export_view, live_lines, score_view
+from assay.scoring.reports import exports
+from assay.scoring.reports.views import batch_view, live_lines, score_view
 from assay.scoring.store.db import new_session, transaction
 from assay.scoring.store.models import FINISHED_SCORE_STATUSES
 from assay.scoring.suites.criteria import current_suite, load_criteria
-from assay.scoring.suites.loader import Criteria
-from assay.scoring.trust.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/batches", tags=["batches"], route_class=StrictJsonRoute)
@@ -351,38 +347,16 @@ def results(
                 ],
             )
     return StreamingResponse(
-        _export(batch_id, status, format, criteria, get_kind(criteria.kind)),
+        _export(batch_id, status, format),
         media_type="application/x-ndjson" if format == "jsonl" else "text/csv",
         headers={"Content-Disposition": f'attachment; filename="batch-{batch_id}.{format}"'},
     )
 
 
-def _export(batch_id: uuid.UUID, status: str, fmt: str, criteria: Criteria, kind: Kind) -> Iterator[str]:
-    """Every result, streamed: JSONL (full views, plus the kind's report columns) or CSV (the kind's
-    report columns when it names them, else the columns derived from the suite's components), each
-    with the human verdict beside the machine one (``human`` in JSONL, the ``human_*`` columns in CSV)."""
+def _export(batch_id: uuid.UUID, status: str, fmt: exports.ExportFormat) -> Iterator[str]:
     session = new_session()
     try:
-        keys = metadata_keys(session, batch_id) if fmt == "csv" else []
-        rows = with_human_verdicts(svc.iter_results(session, batch_id, status=status), session=session)
-        if fmt == "jsonl":
-            for score, human in rows:
-                view = export_view(score, threshold=criteria.threshold)
-                if kind.report_row is not None:
-                    view["report"] = kind.report_row(score)
-                view["human"] = human_cells(human)
-                yield json.dumps(view) + "\n"
-            return
-        if kind.report_row is not None:
-            yield from csv_chunks(
-                {**kind.report_row(score), **metadata_cells(score, keys), **human_cells(human)}
-                for score, human in rows
-            )
-        else:
-            yield from csv_chunks(
-                ({**generic_row(score, criteria, keys), **human_cells(human)} for score, human in rows),
-                [*generic_columns(criteria, keys), *HUMAN_COLUMNS],
-            )
+        yield from exports.results_export(session, batch_id, status, fmt)
     finally:
         session.close()
 

@@ -21,10 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import start_planner
-from assay.scoring.errors import NotFound
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import SuiteRecord
-from assay.scoring.suites.criteria import current_suite
 from assay.scoring.suites.loader import load_model_catalog
 from assay.scoring.trust import calibration as svc
 from assay.settings import get_settings
@@ -211,18 +208,4 @@ def get_noise(
     name: SuiteName, _: Annotated[Principal, Depends(require_principal)], criteria_hash: CriteriaHash = None
 ) -> dict[str, Any]:
     with transaction() as session:
-        record = session.get(SuiteRecord, name)
-        if record is None:
-            current_suite(session, name)  # the 404 naming the available suites
-            raise NotFound(f"no suite named {name!r}")
-        floors = svc.suite_noise(session, record.name, criteria_hash)
-        note = None
-        if not floors:
-            which = f"criteria {criteria_hash}" if criteria_hash else f"suite {record.name!r}"
-            note = f"no noise floor measured for {which}: run a calibration (assay calibrate)"
-        return {
-            "suite": record.name,
-            "current_criteria_hash": record.current_criteria_hash,
-            "noise": [floor.to_dict() for floor in floors],
-            "note": note,
-        }
+        return svc.noise_report(session, name, criteria_hash)

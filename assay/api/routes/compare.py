@@ -251,13 +251,14 @@ def compare_batches(
         batch_a, batch_b = svc.load_batches(session, a, b)
         item_floor = svc.item_floor_for(session, batch_a, batch_b)
     return StreamingResponse(
-        _csv(a, b, item_floor),
+        pairs_csv(a, b, item_floor),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="compare-{str(a)[:8]}-{str(b)[:8]}.csv"'},
     )
 
 
-def _csv(a: uuid.UUID, b: uuid.UUID, item_floor: float | None) -> Iterator[str]:
+def pairs_csv(a: uuid.UUID, b: uuid.UUID, item_floor: float | None) -> Iterator[str]:
+    """Every pair as CSV chunks, in a session of its own (``assay compare --csv`` on the embedded store too)."""
     session = new_session()
     try:
         yield from csv_chunks(svc.iter_pairs(session, a, b, item_floor=item_floor), svc.CSV_COLUMNS, rows_per_chunk=1000)

@@ -145,6 +145,20 @@ class CriteriaDiffOut(BaseModel):
     items: list[DiffItemOut]
 
 
+def criteria_diff_out(result: svc.CriteriaDiff, limit: int, offset: int) -> CriteriaDiffOut:
+    """The diff as the API answers it (``assay diff`` on the embedded store prints the same)."""
+    return CriteriaDiffOut(
+        suite=result.suite,
+        from_hash=result.from_hash,
+        to_hash=result.to_hash,
+        summary=_summary_out(result.summary),
+        total=result.total_rows,
+        limit=limit,
+        offset=offset,
+        items=[DiffItemOut.model_validate(i) for i in result.items],
+    )
+
+
 @router.get(
     "/diff",
     response_model=CriteriaDiffOut,
@@ -173,28 +187,20 @@ def criteria_diff(
                 session, suite=suite, from_hash=from_hash, to_hash=to_hash,
                 limit=limit, offset=offset, order=order, flips_only=flips_only,
             )
-            return CriteriaDiffOut(
-                suite=result.suite,
-                from_hash=result.from_hash,
-                to_hash=result.to_hash,
-                summary=_summary_out(result.summary),
-                total=result.total_rows,
-                limit=limit,
-                offset=offset,
-                items=[DiffItemOut.model_validate(i) for i in result.items],
-            )
+            return criteria_diff_out(result, limit, offset)
         # Resolved before the stream starts, so an unknown hash is still a 404, not a broken download.
         old, new = svc.resolve_pair(session, suite=suite, from_hash=from_hash, to_hash=to_hash)
         full_from, full_to = old.criteria_hash, new.criteria_hash
         item_floor = svc.item_noise_floor(session, full_from, full_to)
     return StreamingResponse(
-        _csv(suite, full_from, full_to, flips_only, item_floor),
+        diff_csv(suite, full_from, full_to, flips_only, item_floor),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="criteria-diff-{full_from[:12]}-{full_to[:12]}.csv"'},
     )
 
 
-def _csv(suite: str | None, from_hash: str, to_hash: str, flips_only: bool, item_floor: float | None) -> Iterator[str]:
+def diff_csv(suite: str | None, from_hash: str, to_hash: str, flips_only: bool, item_floor: float | None) -> Iterator[str]:
+    """Every compared item as CSV chunks, in a session of its own (``assay diff --csv`` on the embedded store too)."""
     session = new_session()
     try:
         items = svc.iter_diff_items(

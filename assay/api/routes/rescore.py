@@ -10,10 +10,8 @@ from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.scoring.errors import Conflict
 from assay.scoring.rescoring import rescore as svc
 from assay.scoring.store.db import transaction
-from assay.scoring.suites.criteria import current_suite
 from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 
@@ -89,38 +87,20 @@ def rescore(body: RescoreIn, principal: Annotated[Principal, Depends(require_pri
     from assay.workers.tasks import rescore_suite
 
     settings = get_settings()
-    selection = svc.Selection(stale_only=body.stale_only, partial=body.partial)
-    if body.partial and not body.dry_run and settings.anthropic_api_key is None:
-        raise Conflict(
-            "partial scores were made without a judge; re-scoring them now would skip the judge again: "
-            "set ANTHROPIC_API_KEY first"
-        )
     with transaction() as session:
-        record = current_suite(session, body.suite)  # 404 unknown, 409 disabled
-        catalog = load_model_catalog(settings.config_dir)
-        estimate = svc.estimate(
-            session, record.current_criteria_hash, record.name, svc.candidates(record, selection), catalog, body.lane
-        )
-        batch_id = None
-        if not body.dry_run and estimate.items:
-            batch = svc.begin_run(
-                session,
-                record.name,
-                selection,
-                triggered_by=principal.id,
-                lane=body.lane,
-                budget_usd=body.budget_usd,
-                scheduled=False,
-            )
-            batch_id = str(batch.id)
-        out: dict[str, Any] = RescoreOut(
-            suite=record.name,
-            criteria_hash=record.current_criteria_hash,
-            selection=selection.describe(),
+        answer = svc.start_rescore(
+            session,
+            body.suite,
+            svc.Selection(stale_only=body.stale_only, partial=body.partial),
             dry_run=body.dry_run,
-            estimate=EstimateOut(**estimate.to_dict()),
-            batch_id=batch_id,
-        ).model_dump()
+            lane=body.lane,
+            budget_usd=body.budget_usd,
+            triggered_by=principal.id,
+            catalog=load_model_catalog(settings.config_dir),
+            judge_key_set=settings.anthropic_api_key is not None,
+        )
+    out: dict[str, Any] = RescoreOut(**answer).model_dump()
+    batch_id = answer["batch_id"]
     if batch_id is None:
         return JSONResponse(out, status_code=200)
     rescore_suite.apply_async(args=(batch_id, body.stale_only, body.partial))

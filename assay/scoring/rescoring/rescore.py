@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from sqlalchemy import and_, exists, func, literal, or_, select, text
 from sqlalchemy.orm import Session, aliased
 
-from assay.scoring.errors import AssayError, BadRequest
+from assay.scoring.errors import AssayError, BadRequest, Conflict
 from assay.scoring.intake.batches import planning_batch
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline.carry_over import latest_finished_score
@@ -337,6 +337,44 @@ def begin_run(
         budget_usd=budget_usd,
         summary={"rescore": {"selection": selection.describe(), "scheduled": scheduled}},
     )
+
+
+def start_rescore(
+    session: Session,
+    suite: str,
+    selection: Selection,
+    *,
+    dry_run: bool,
+    lane: Lane,
+    budget_usd: float | None,
+    triggered_by: str,
+    catalog: ModelCatalog,
+    judge_key_set: bool,
+) -> dict[str, Any]:
+    """A manual re-scoring run (``POST /api/v1/rescore``, ``assay rescore``): count and estimate the
+    suite's items under its current criteria and, unless ``dry_run`` or nothing is to be done, begin
+    the run's batch (``batch_id``; the caller then has ``rescore_suite`` fill and score it)."""
+    if selection.partial and not dry_run and not judge_key_set:
+        raise Conflict(
+            "partial scores were made without a judge; re-scoring them now would skip the judge again: "
+            "set ANTHROPIC_API_KEY first"
+        )
+    record = current_suite(session, suite)  # 404 unknown, 409 disabled
+    cost = estimate(session, record.current_criteria_hash, record.name, candidates(record, selection), catalog, lane)
+    batch_id = None
+    if not dry_run and cost.items:
+        batch = begin_run(
+            session, record.name, selection, triggered_by=triggered_by, lane=lane, budget_usd=budget_usd, scheduled=False
+        )
+        batch_id = str(batch.id)
+    return {
+        "suite": record.name,
+        "criteria_hash": record.current_criteria_hash,
+        "selection": selection.describe(),
+        "dry_run": dry_run,
+        "estimate": cost.to_dict(),
+        "batch_id": batch_id,
+    }
 
 
 def add_wave(session: Session, batch_id: uuid.UUID, selection: Selection, after: uuid.UUID | None, size: int) -> uuid.UUID | None:

@@ -46,6 +46,7 @@ from assay.scoring.store.models import (
     NoiseEstimate,
     Score,
     ScoreComponent,
+    SuiteRecord,
     utcnow,
 )
 from assay.scoring.suites.criteria import current_suite, load_criteria
@@ -327,3 +328,23 @@ def suite_noise(session: Session, suite: str, criteria_hash: str | None = None) 
     hashes = session.scalars(query.group_by(NoiseEstimate.criteria_hash)).all()
     floors = [floor for h in hashes if (floor := latest_noise(session, h)) is not None]
     return sorted(floors, key=lambda f: f.computed_at, reverse=True)
+
+
+def noise_report(session: Session, suite: str, criteria_hash: str | None = None) -> dict[str, Any]:
+    """What ``GET /api/v1/suites/{name}/noise`` and ``assay noise`` show: the suite's current hash and
+    the latest noise floor of each of its criteria hashes, or a note when none was measured."""
+    record = session.get(SuiteRecord, suite)
+    if record is None:
+        current_suite(session, suite)  # the 404 naming the available suites
+        raise NotFound(f"no suite named {suite!r}")
+    floors = suite_noise(session, record.name, criteria_hash)
+    note = None
+    if not floors:
+        which = f"criteria {criteria_hash}" if criteria_hash else f"suite {record.name!r}"
+        note = f"no noise floor measured for {which}: run a calibration (assay calibrate)"
+    return {
+        "suite": record.name,
+        "current_criteria_hash": record.current_criteria_hash,
+        "noise": [floor.to_dict() for floor in floors],
+        "note": note,
+    }
