@@ -137,6 +137,9 @@ def measure(run: Run, args: argparse.Namespace) -> dict:
         fake.stop()
     figures = report(run, calls, args.limit)
     figures["completed"] = view["progress"]["completed"]
+    if args.calls_dir:
+        target = Path(args.calls_dir) / f"{run.fake}-{run.stated}-{run.limit_on}.json"
+        target.write_text(json.dumps([{k: c[k] for k in ("at", "status", "limit_tokens") if k in c} for c in calls]))
     return figures
 
 
@@ -151,6 +154,7 @@ def main() -> None:
     parser.add_argument("--fake", choices=["anthropic", "openai", "both"], default="both")
     parser.add_argument("--stated", choices=["limit", "high", "both"], default="both")
     parser.add_argument("--json", metavar="FILE", help="append each run's figures to FILE as a JSON line")
+    parser.add_argument("--calls-dir", metavar="DIR", help="write each run's calls (arrival, status) there")
     args = parser.parse_args()
     fakes = ["anthropic", "openai"] if args.fake == "both" else [args.fake]
     stated = ["limit", "high"] if args.stated == "both" else [args.stated]

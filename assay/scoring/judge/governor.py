@@ -286,7 +286,10 @@ def _binding(observed: dict[str, _Observed]) -> tuple[tuple[str, int | None, int
 
 
 def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float, requests: int = 1) -> float:
-    """Seconds until the provider's own window refills, when what it said is left cannot cover us."""
+    """Seconds until the provider can cover us, when what it said is left cannot: until its ``-reset``
+    (when it is full again), or sooner, when its limit says how fast it refills: both providers refill
+    their buckets continuously at the limit's rate, so the shortfall is back after ``shortfall * 60 /
+    limit`` seconds, and waiting for a full bucket would idle the route for up to a whole burst."""
     wait = 0.0
     # Output tokens are charged after the answer: any room at all covers a call's ask.
     for dimension, needed in (("requests", requests), ("tokens", tokens), ("output-tokens", 1)):
@@ -296,7 +299,8 @@ def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float, requ
         # A request larger than the provider's whole limit can only wait for a full window.
         needed = min(needed, seen.limit) if seen.limit else needed
         if seen.remaining < needed:
-            wait = max(wait, seen.reset_at - now)
+            refilled = (needed - seen.remaining) * 60.0 / seen.limit if seen.limit else math.inf
+            wait = max(wait, min(seen.reset_at - now, refilled))
     return max(wait, MIN_WAIT_SECONDS) if wait > 0 else 0.0
 
 

@@ -183,13 +183,26 @@ def test_nothing_left_in_the_provider_window_holds_everyone_until_its_reset(redi
     observer.observe_headers(
         MODEL,
         {
-            "anthropic-ratelimit-input-tokens-limit": "50000",
+            "anthropic-ratelimit-input-tokens-limit": "6000",  # 100 a second: 400 more would take 4 s
             "anthropic-ratelimit-input-tokens-remaining": "100",
             "anthropic-ratelimit-input-tokens-reset": rfc3339_in(2),
         },
     )
-    assert 1.5 < other.acquire(MODEL, 500) <= 2.0  # 100 tokens left cannot cover 500
-    assert other.acquire(MODEL, 50) == 0.0  # but they cover 50
+    assert 1.5 < other.acquire(MODEL, 500) <= 2.0  # 100 tokens left cannot cover 500: wait for the reset
+    assert other.acquire(MODEL, 40) == 0.0  # but they cover 40
+
+
+def test_nothing_left_waits_only_for_what_the_providers_refill_brings_back(make_governor):
+    governor = make_governor({MODEL: RateLimits(requests_per_minute=100, input_tokens_per_minute=1_000_000)})
+    governor.observe_headers(
+        MODEL,
+        {
+            "x-ratelimit-limit-requests": "600",  # 10 a second, refilled continuously
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1s",  # full again in a second
+        },
+    )
+    assert 0.05 <= governor.acquire(MODEL, 50) <= 0.1  # one request is back in 0.1 s, not a full second
 
 
 def test_only_news_that_can_hold_a_worker_back_is_written_for_the_fleet(redis_client, key_prefix):
@@ -211,8 +224,9 @@ def test_only_news_that_can_hold_a_worker_back_is_written_for_the_fleet(redis_cl
     one.observe_headers(MODEL, tokens(38_000))
     assert stored_remaining() == "39000"  # plenty left, as the store says: not written again
     other.observe_headers(MODEL, tokens(300))  # another worker finds little left: that is written
-    assert stored_remaining() == "300" and other.acquire(MODEL, 500) > 25  # and holds the fleet back
-    assert one.acquire(MODEL, 500) > 25  # ``one`` reads it too ...
+    # ... and holds the fleet back until the 200 missing have refilled (40,000 a minute: 0.3 s).
+    assert stored_remaining() == "300" and 0.25 < other.acquire(MODEL, 500) <= 0.3
+    assert one.acquire(MODEL, 500) > 0.2  # ``one`` reads it too ...
     one.observe_headers(MODEL, tokens(39_500, reset_in=60))  # ... so its news that the window refilled is written
     assert stored_remaining() == "39500" and other.acquire(MODEL, 500) == 0.0
 
