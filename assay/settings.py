@@ -256,6 +256,21 @@ class Settings(BaseSettings):
     judge_backoff_base_seconds: float = Field(
         1.0, gt=0, description="First retry wait of a transient judge error; doubles per retry (1 s, 2 s, 4 s)."
     )
+    judge_burst_seconds: float = Field(
+        0.5,
+        ge=0,
+        le=10,
+        description="How far ahead of its limit's even pace the rate governor may admit a route's calls (seconds"
+        " of the limit sent at once): providers enforce their per-minute limits over about a second, so more is"
+        " refused with 429s.",
+    )
+    online_share: float = Field(
+        0.2,
+        ge=0,
+        le=0.9,
+        description="Share of each judge route's rate limits kept for online work while online work is about: batch"
+        " work may use only the rest, online work all of it (0: no reservation).",
+    )
     breaker_cooldown_seconds: float = Field(30.0, gt=0, description="Open time before one probe is let through.")
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")

@@ -248,7 +248,8 @@ def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
         provider = runtime.providers.get(judge.provider)
         if provider is not None:
             calls[provider.route(judge.model)] += 1
-    gate = GroupGate(runtime.breaker, runtime.governor, calls)
+    # A task's group comes from one queue: online work asks with the share of the limit kept for it.
+    gate = GroupGate(runtime.breaker, runtime.governor, calls, online=any(is_online(ref.queue) for ref in works))
     return dataclasses.replace(runtime, breaker=gate, governor=gate)
 
 
@@ -294,7 +295,7 @@ def metric_components(self, refs: list[list[str]], queue: str = Queue.METRICS.va
 @task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)
 def judge_components(self, refs: list[list[str]], queue: str = Queue.JUDGE.value) -> None:
     """Judge components ``[[score_id, component], ...]``, their calls made at once; ``queue``: ``judge``, or
-    ``online-judge`` for online scores (what a share of the governor's limit for online work would read)."""
+    ``online-judge`` for online scores (whose calls may use the share of the governor's limit kept for online work)."""
     _run_judge_group(self, refs, queue)
 
 

@@ -20,6 +20,11 @@ Control plane: ``POST /_fake/script`` (``{"behaviours": [...]}`` appended to the
 call), ``POST /_fake/config`` (partial ``FakeConfig``), ``POST /_fake/batch_outcomes`` (below),
 ``GET /_fake/calls``, ``POST /_fake/reset`` (also forgets batches and batch outcomes).
 
+Rate limits: token buckets for requests, input tokens and output tokens (``tests/fakes/ratelimit.py``),
+reported on every answer in ``anthropic-ratelimit-*`` headers (RFC 3339 resets). By default a bucket holds
+a whole minute's limit and nothing is refused; ``enforce_limits=True`` with ``burst_seconds=1`` answers
+429 with a ``retry-after`` to what the buckets cannot cover, as the real API enforces its limits.
+
 Trouble for a time window (an outage, a 429 storm): ``configure(default_kind="overloaded")`` (or
 ``"rate_limit"`` with ``default_retry_after=5``, sent as ``retry-after: 5``) makes every unscripted call
 answer so until ``configure(default_kind="ok", default_retry_after=None)`` ends the window;
@@ -88,13 +93,20 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fakes.loopback import SERVER_DEFAULTS, LoopbackServer
+from tests.fakes.ratelimit import (
+    Costs,
+    ProviderLimits,
+    add_limit_options,
+    anthropic_headers,
+    limit_options,
+    retry_after,
+)
 
 INJECTION_MARKER = "IGNORE PREVIOUS INSTRUCTIONS"
 # API version 2026-10-21 (the one SDK 2.x sends) removed sampling parameters: the real API answers 400.
 SAMPLING_PARAMETERS = frozenset({"temperature", "top_p", "top_k"})
 LEGACY_API_VERSION = "2023-06-01"
 CHARS_PER_TOKEN = 4
-WINDOW_SECONDS = 60.0
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 MAX_BATCH_REQUESTS = 100_000
 MAX_BATCH_BYTES = 256 * 1024 * 1024
@@ -182,8 +194,19 @@ class FakeConfig(BaseModel):
     min_array_items: int = Field(
         0, ge=0, description="Arrays in schema-following answers get at least this many items (as the schema allows)."
     )
-    requests_limit: int = Field(4000, ge=1, description="Reported in anthropic-ratelimit-requests-* headers.")
-    input_tokens_limit: int = Field(2_000_000, ge=1, description="Reported in anthropic-ratelimit-input-tokens-*.")
+    requests_limit: int = Field(4000, ge=1, description="Requests a minute (anthropic-ratelimit-requests-*).")
+    input_tokens_limit: int = Field(2_000_000, ge=1, description="Input tokens a minute (-input-tokens-*).")
+    output_tokens_limit: int = Field(
+        400_000, ge=1, description="Output tokens a minute (-output-tokens-*): max_tokens reserved, the unused part given back."
+    )
+    burst_seconds: float = Field(
+        60.0, gt=0, le=60, description="Seconds of each limit its token bucket holds (tests/fakes/ratelimit.py): 60 is"
+        " the minute the limit names; providers enforce about 1.",
+    )
+    enforce_limits: bool = Field(
+        False, description="Answer 429 rate_limit_error with retry-after when the buckets cannot cover a request"
+        " (off: the headers report the buckets, and nothing is refused for them).",
+    )
     batch_processing_seconds: float = Field(0.5, ge=0, description="How long a new batch stays in_progress.")
     repeat_spread: float = Field(
         0.0, ge=0, le=0.5, description="The n-th answer for one item key moves every bounded number by +spread "
@@ -589,8 +612,8 @@ class FakeState:
         self.script: deque[Behaviour] = deque()
         self.calls: list[dict[str, Any]] = []
         self.cached_prefixes: set[str] = set()
-        self.window: deque[tuple[float, int]] = deque()  # (time, input tokens) of recent requests
-        self.window_tokens = 0  # their sum, kept as they come and go: no O(n) sum per request
+        self.limits = self.new_limits()
+        self.limits_from = self._limit_settings()
         self.sequence = 0
         self.batches: dict[str, _Batch] = {}  # in creation order
         self.batch_outcomes: dict[str, BatchOutcome] = {}  # by custom_id, each used by one batch
@@ -611,23 +634,29 @@ class FakeState:
             self.script.popleft()
         return head
 
-    def count_request(self, now: float, tokens: int) -> None:
-        self.window.append((now, tokens))
-        self.window_tokens += tokens
+    def new_limits(self) -> ProviderLimits:
+        cfg = self.config
+        limits = {
+            "requests": cfg.requests_limit,
+            "input_tokens": cfg.input_tokens_limit,
+            "output_tokens": cfg.output_tokens_limit,
+        }
+        return ProviderLimits(limits, cfg.burst_seconds)
+
+    def _limit_settings(self) -> tuple[Any, ...]:
+        return tuple(getattr(self.config, n) for n in type(self.config).model_fields if n.endswith(("_limit", "burst_seconds")))
+
+    def reconfigured(self) -> None:
+        """New limits start with full buckets; other settings leave them as they are."""
+        if self._limit_settings() != self.limits_from:
+            self.limits, self.limits_from = self.new_limits(), self._limit_settings()
+
+    def admit(self, costs: Costs, now: float) -> float:
+        """0.0 when the buckets take the request (counted), else its retry-after (nothing taken)."""
+        return self.limits.admit(costs, now, enforce=self.config.enforce_limits)
 
     def ratelimit_headers(self, now: float) -> dict[str, str]:
-        while self.window and self.window[0][0] <= now - WINDOW_SECONDS:
-            self.window_tokens -= self.window.popleft()[1]
-        reset = (self.window[0][0] if self.window else now) + WINDOW_SECONDS
-        cfg = self.config
-        return {
-            "anthropic-ratelimit-requests-limit": str(cfg.requests_limit),
-            "anthropic-ratelimit-requests-remaining": str(max(0, cfg.requests_limit - len(self.window))),
-            "anthropic-ratelimit-requests-reset": _rfc3339(reset),
-            "anthropic-ratelimit-input-tokens-limit": str(cfg.input_tokens_limit),
-            "anthropic-ratelimit-input-tokens-remaining": str(max(0, cfg.input_tokens_limit - self.window_tokens)),
-            "anthropic-ratelimit-input-tokens-reset": _rfc3339(reset),
-        }
+        return anthropic_headers(self.limits, now)
 
     def input_usage(self, model: str, total_tokens: int, cached_text: str) -> dict[str, int]:
         """Input tokens split the way the API bills them: the first call with a cached prefix writes
@@ -644,8 +673,9 @@ class FakeState:
         return usage
 
     def record_call(
-        self, body: dict[str, Any], item_key: str, kind: BehaviourKind, at: float, **lane: Any
+        self, body: dict[str, Any], item_key: str, kind: BehaviourKind, at: float, **fields: Any
     ) -> dict[str, Any]:
+        """Note a call; ``fields`` override the defaults (a batch's lane, a refused call's status, ...)."""
         call: dict[str, Any] = {
             "n": self.sequence,
             "item_key": item_key,
@@ -658,7 +688,7 @@ class FakeState:
             "lane": "realtime",
             "batch_id": None,
             "custom_id": None,
-            **lane,
+            **fields,
         }
         self.calls.append(call)
         return call
@@ -802,9 +832,16 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
             return _error_response(400, "invalid_request_error", problem, headers)
 
         item_key = _item_key(body["messages"])
+        reserved, input_tokens = int(body.get("max_tokens") or 0), _input_size(body)[0]
+        wait = state.admit(Costs(1, input_tokens, reserved), now)
+        if wait:
+            # Refused by the buckets: recorded as a call answered 429, before any behaviour is drawn.
+            state.record_call(body, item_key, "rate_limit", now, status=429, limit_tokens=input_tokens)
+            headers.update(state.ratelimit_headers(now))
+            headers["retry-after"] = retry_after(wait)
+            return _error_response(429, "rate_limit_error", _ERRORS["rate_limit"][2], headers)
         behaviour = state.next_behaviour()
-        call = state.record_call(body, item_key, behaviour.kind, now)
-        state.count_request(now, _input_size(body)[0])
+        call = state.record_call(body, item_key, behaviour.kind, now, limit_tokens=input_tokens)
         headers.update(state.ratelimit_headers(now))
         headers.update(behaviour.headers)
 
@@ -820,11 +857,13 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
                     return Response(status_code=499, headers=headers)
                 await asyncio.sleep(0.05)
         elif behaviour.kind in _ERRORS or behaviour.kind == "error":
+            state.limits.give_back("output_tokens", reserved, time.time())  # an error answers no tokens
             response = _scripted_error(behaviour, headers)
             call["status"] = response.status_code
             return response
 
         message = state.message(body, item_key, behaviour.kind)
+        state.limits.give_back("output_tokens", reserved - message["usage"]["output_tokens"], time.time())
         if body.get("stream"):
             return StreamingResponse(_sse(message), media_type="text/event-stream", headers=headers)
         return JSONResponse(message, headers=headers)
@@ -983,6 +1022,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
             state.config = FakeConfig.model_validate({**state.config.model_dump(), **await request.json()})
         except ValidationError as exc:
             return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+        state.reconfigured()
         return JSONResponse(state.config.model_dump())
 
     async def calls(request: Request) -> Response:
@@ -1145,16 +1185,10 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1", choices=["127.0.0.1", "localhost"], help="loopback only")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
-    parser.add_argument("--requests-limit", type=int, default=FakeConfig().requests_limit)
-    parser.add_argument("--input-tokens-limit", type=int, default=FakeConfig().input_tokens_limit)
     parser.add_argument("--batch-processing-seconds", type=float, default=FakeConfig().batch_processing_seconds)
+    add_limit_options(parser, FakeConfig())
     args = parser.parse_args()
-    config = FakeConfig(
-        latency=args.latency,
-        requests_limit=args.requests_limit,
-        input_tokens_limit=args.input_tokens_limit,
-        batch_processing_seconds=args.batch_processing_seconds,
-    )
+    config = FakeConfig(latency=args.latency, batch_processing_seconds=args.batch_processing_seconds, **limit_options(args))
     uvicorn.Server(
         uvicorn.Config(create_app(config), host=args.host, port=args.port, **SERVER_DEFAULTS, **_SERVER_OPTIONS)
     ).run()

@@ -15,7 +15,9 @@ call's *item key*; a conversation with an assistant turn is a repair), the same 
 - Usage: ``prompt_tokens`` with ``prompt_tokens_details.cached_tokens`` once a system prefix of at least
   1,024 tokens was seen before for the model (OpenAI's automatic prompt caching).
 - ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` on every answer (resets as Go durations,
-  ``"1s"``, ``"6m0s"``, ``"20ms"``); errors are OpenAI's: 429 ``rate_limit_exceeded`` (``retry-after``
+  ``"1s"``, ``"6m0s"``, ``"20ms"``), from token buckets for requests and tokens (prompt plus max_tokens,
+  as OpenAI counts them; ``tests/fakes/ratelimit.py``), enforced with 429 ``rate_limit_exceeded`` and a
+  ``retry-after`` when ``enforce_limits`` is set, as the Anthropic fake's; errors are OpenAI's: 429 ``rate_limit_exceeded`` (``retry-after``
   when scripted), 429 ``insufficient_quota`` (kind ``spend_limit``), 500, 503 (kind ``overloaded``), 401, 400.
 - ``finish_reason: length``: kind ``truncated`` cuts the answer in half; kind ``reasoning_cutoff``
   answers nothing at all (a reasoning model that spent max_completion_tokens thinking).
@@ -37,18 +39,25 @@ from starlette.routing import Route
 
 from tests.fakes.anthropic_server import (
     _ERRORS,
+    _SERVER_OPTIONS,
     CHARS_PER_TOKEN,
-    WINDOW_SECONDS,
     Behaviour,
     FakeConfig,
     FakeControl,
     FakeState,
     _answer,
     _item_key,
-    _SERVER_OPTIONS,
     _tokens,
 )
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.loopback import SERVER_DEFAULTS, LoopbackServer
+from tests.fakes.ratelimit import (
+    Costs,
+    ProviderLimits,
+    add_limit_options,
+    limit_options,
+    openai_headers,
+    retry_after,
+)
 
 MIN_CACHED_PREFIX_TOKENS = 1024
 # OpenAI's codes for the errors the Anthropic fake's kinds stand for.
@@ -75,7 +84,9 @@ class OpenAIBehaviour(Behaviour):
 
 class FakeOpenAIConfig(FakeConfig):
     reasoning_tokens: int = Field(0, ge=0, description="Reasoning tokens a reasoning model reports per answer.")
-    tokens_limit: int = Field(2_000_000, ge=1, description="Reported in x-ratelimit-*-tokens.")
+    tokens_limit: int = Field(
+        2_000_000, ge=1, description="Tokens a minute (x-ratelimit-*-tokens): prompt plus max_tokens, as OpenAI counts."
+    )
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -88,14 +99,6 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return ""
-
-
-def _duration(seconds: float) -> str:
-    """A Go duration, as OpenAI writes its resets."""
-    if seconds < 1:
-        return f"{max(1, round(seconds * 1000))}ms"
-    minutes, rest = divmod(seconds, 60)
-    return f"{int(minutes)}m{rest:g}s" if minutes else f"{rest:g}s"
 
 
 def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -128,19 +131,12 @@ def _invalid(body: Any) -> str | None:
 
 
 class _OpenAIState(FakeState):
-    def ratelimit_headers(self, now: float) -> dict[str, str]:
-        while self.window and self.window[0][0] <= now - WINDOW_SECONDS:
-            self.window_tokens -= self.window.popleft()[1]
-        reset = (self.window[0][0] if self.window else now) + WINDOW_SECONDS - now
+    def new_limits(self) -> ProviderLimits:
         cfg = self.config
-        return {
-            "x-ratelimit-limit-requests": str(cfg.requests_limit),
-            "x-ratelimit-remaining-requests": str(max(0, cfg.requests_limit - len(self.window))),
-            "x-ratelimit-reset-requests": _duration(reset),
-            "x-ratelimit-limit-tokens": str(cfg.tokens_limit),
-            "x-ratelimit-remaining-tokens": str(max(0, cfg.tokens_limit - self.window_tokens)),
-            "x-ratelimit-reset-tokens": _duration(reset),
-        }
+        return ProviderLimits({"requests": cfg.requests_limit, "tokens": cfg.tokens_limit}, cfg.burst_seconds)
+
+    def ratelimit_headers(self, now: float) -> dict[str, str]:
+        return openai_headers(self.limits, now)
 
     def completion(self, body: dict[str, Any], item_key: str, kind: str) -> dict[str, Any]:
         messages = [m for m in body["messages"] if m.get("role") != "system"]
@@ -211,12 +207,21 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
             return _error(400, "invalid_request_error", None, problem, headers)
 
         item_key = _item_key(body["messages"])
+        prompt_tokens = len("".join(_text(m.get("content")) for m in body["messages"])) // CHARS_PER_TOKEN
+        max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+        wait = state.admit(Costs(1, prompt_tokens, max_tokens), now)
+        if wait:
+            # Refused by the buckets: recorded as a call answered 429, before any behaviour is drawn.
+            repair = any(m.get("role") == "assistant" for m in body["messages"])
+            state.record_call(body, item_key, "rate_limit", now, status=429, repair=repair, limit_tokens=prompt_tokens + max_tokens)
+            headers.update(state.ratelimit_headers(now))
+            headers["retry-after"] = retry_after(wait)
+            message = "Rate limit reached for requests or tokens per min. Please try again later."
+            return _error(429, "requests", "rate_limit_exceeded", message, headers)
         behaviour = state.next_behaviour()
-        call = state.record_call(body, item_key, behaviour.kind, now)
+        call = state.record_call(body, item_key, behaviour.kind, now, limit_tokens=prompt_tokens + max_tokens)
         call["repair"] = any(m.get("role") == "assistant" for m in body["messages"])
         call["request"] = {k: v for k, v in body.items() if k != "messages"}
-        prompt_text = "".join(_text(m.get("content")) for m in body["messages"])
-        state.count_request(now, len(prompt_text) // CHARS_PER_TOKEN)
         headers.update(state.ratelimit_headers(now))
         headers.update(behaviour.headers)
 
@@ -254,6 +259,7 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
             state.config = FakeOpenAIConfig.model_validate({**state.config.model_dump(), **await request.json()})
         except ValidationError as exc:
             return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+        state.reconfigured()
         return JSONResponse(state.config.model_dump())
 
     async def calls(request: Request) -> Response:
@@ -298,3 +304,22 @@ class FakeOpenAI(FakeControl):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main() -> None:
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", choices=["127.0.0.1", "localhost"], help="loopback only")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    add_limit_options(parser, FakeOpenAIConfig())
+    args = parser.parse_args()
+    app = create_app(FakeOpenAIConfig(latency=args.latency, **limit_options(args)))
+    uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, **SERVER_DEFAULTS, **_SERVER_OPTIONS)).run()
+
+
+if __name__ == "__main__":
+    main()

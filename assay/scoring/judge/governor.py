@@ -1,18 +1,27 @@
-"""A rate governor per judge model: requests and input tokens per minute, shared by every worker.
+"""A rate governor per judge route: requests, input tokens and output tokens per minute, shared by
+every worker, spreading admissions evenly at each limit's rate instead of admitting them in bursts.
 
-The counting is the ``limits`` library's sliding-window counter (two counters per limit, so a cost
-of thousands of tokens is one increment, not thousands of entries), on Redis for the fleet
-(``RedisGovernor``) or in memory for the embedded mode (``InProcessGovernor``).
+The pacing is GCRA (``gcra.py``): a small burst tolerance (``judge_burst_seconds``) and otherwise one
+admission every ``60 / limit`` seconds per request (or token), on Redis for the fleet
+(``RedisGovernor``) or in memory for the embedded mode (``InProcessGovernor``). Requests and input
+tokens (the prompt's estimate; for OpenAI the prompt plus max_tokens, as it counts) are taken before a
+call; output tokens, unknown until the answer, are charged from its usage afterwards, so a call is
+admitted only while the output budget is not in debt beyond the tolerance (the overshoot is bounded
+by the output of the calls in flight). Online work may use the whole limit; batch work only
+``1 - online_share`` of it while online work is about (``gcra.py``).
 
 The governor's keys are routes (provider, endpoint and model: ``Provider.route``), shared by the fleet.
 The configured limits are a ceiling; the provider's rate-limit response headers (Anthropic's
 ``anthropic-ratelimit-*``, OpenAI's ``x-ratelimit-*``, both parsed into one ``_Observed`` per limit
-by ``parse_ratelimit_headers``) tighten them: a lower ``-limit`` replaces the configured one, and a ``-remaining`` that cannot cover
-the next request holds every worker back until the header's ``-reset``. A 429 is the provider saying
+by ``parse_ratelimit_headers``) tighten them: a lower ``-limit`` replaces the configured one (a limit
+configured for none, such as output tokens, is learned), and a ``-remaining`` that cannot cover the
+next request holds every worker back until the header's ``-reset``. A 429 is the provider saying
 "slower" outright: ``hold`` keeps every worker's calls to that model back for its ``retry-after``
-(a rate limit is backpressure, so the circuit breaker never counts it). A hold is not extended by
-the 429s that come back while it runs: those are calls sent before it began, and telling the fleet
-again would stall it for as long as random 429s keep coming.
+(a rate limit is backpressure, so the circuit breaker never counts it). The worker that met the 429
+knows at once (a hold kept in the process, read by every call it makes, its groups' passes included);
+the rest of the fleet reads it from Redis on its next ask. A hold is not extended by the 429s that
+come back while it runs: those are calls sent before it began, and telling the fleet again would stall
+it for as long as random 429s keep coming.
 """
 
 from __future__ import annotations
@@ -27,9 +36,8 @@ from datetime import datetime
 from typing import Protocol
 
 import redis
-from limits import RateLimitItemPerMinute
-from limits.storage import MemoryStorage, RedisStorage, Storage
-from limits.strategies import SlidingWindowCounterRateLimiter
+
+from assay.scoring.judge.gcra import Cost, MemoryPacer, Pacer, RedisPacer
 
 # Anthropic's rule of thumb is about 4 characters of English per token. The estimate only has to
 # keep one huge prompt from bursting the token budget; the usage the API reports is what we bill.
@@ -47,20 +55,33 @@ def tokens_for_chars(chars: int) -> int:
     return chars // CHARS_PER_TOKEN + 1
 
 
+# The pacing's burst tolerance and the online share when the caller names none (settings name them).
+DEFAULT_BURST_SECONDS = 0.5
+DEFAULT_ONLINE_SHARE = 0.2
+
+
 @dataclass(frozen=True)
 class RateLimits:
     requests_per_minute: int
     input_tokens_per_minute: int
+    output_tokens_per_minute: int | None = None  # None: only what the provider's headers say
 
     def __post_init__(self) -> None:
-        if self.requests_per_minute < 1 or self.input_tokens_per_minute < 1:
+        if self.requests_per_minute < 1 or self.input_tokens_per_minute < 1 or (self.output_tokens_per_minute or 1) < 1:
             raise ValueError("rate limits must be positive")
 
 
 class Governor(Protocol):
-    def acquire(self, model: str, tokens: int, requests: int = 1) -> float:
+    def acquire(self, model: str, tokens: int, requests: int = 1, *, online: bool = False) -> float:
         """Take ``requests`` requests (a group's, at once; 0: tokens only) of ``tokens`` input tokens in
-        all: 0.0 when taken, else the seconds to wait first."""
+        all: 0.0 when taken, else the seconds to wait first. ``online``: for online work, which may use
+        the share of the limit batch work leaves it."""
+
+    def charge(self, model: str, output_tokens: int, *, online: bool = False) -> None:
+        """Count an answer's output tokens against the output-token limit (known only afterwards)."""
+
+    def local_hold(self, model: str) -> float:
+        """Seconds a hold this process knows of still keeps ``model``'s calls back (no round trip)."""
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         """Learn from a response's ``anthropic-ratelimit-*`` headers (any response, errors included)."""
@@ -79,7 +100,9 @@ class _Observed:
     reset_at: float | None
 
 
-_HEADER_DIMENSIONS = {"requests": "requests", "tokens": "input-tokens"}
+# The governor's dimensions and Anthropic's names for them; OpenAI's ``tokens`` (prompt plus max_tokens)
+# is the governor's ``tokens`` too.
+_HEADER_DIMENSIONS = {"requests": "requests", "tokens": "input-tokens", "output-tokens": "output-tokens"}
 
 
 def _parse_reset(value: str | None) -> float | None:
@@ -153,14 +176,6 @@ def parse_ratelimit_headers(headers: Mapping[str, str], now: float | None = None
     return observed
 
 
-class _WindowItem(RateLimitItemPerMinute):
-    """A per-minute limit whose storage key leaves the amount out, so when response headers tighten
-    the limit the requests already counted in this minute still count."""
-
-    def key_for(self, *identifiers: bytes | str | int | float) -> str:
-        return "/".join([self.namespace, *(str(i) for i in identifiers)])
-
-
 class _ObservedStore(Protocol):
     def get(self, model: str) -> tuple[dict[str, _Observed], float]:
         """What the provider last said about the model's limits, and until when (epoch seconds; 0.0:
@@ -171,66 +186,80 @@ class _ObservedStore(Protocol):
     def hold(self, model: str, until: float, seconds: float) -> None: ...
 
 
-class _LimitsGovernor:
+class _PacedGovernor:
     def __init__(
         self,
-        storage: Storage,
+        pacer: Pacer,
         observed: _ObservedStore,
         limits: Mapping[str, RateLimits],
         default: RateLimits | None,
-        namespace: str,
     ) -> None:
-        self._limiter = SlidingWindowCounterRateLimiter(storage)
+        self._pacer = pacer
         self._observed = observed
         self._limits = dict(limits)
         self._default = default
-        self._namespace = namespace
         # Per model, what could hold a worker back in what this process last read or wrote.
         self._known: dict[str, tuple[tuple[str, int | None, int | None, float | None], ...]] = {}
+        # Holds this process set or read, known to all of its calls at once (no round trip).
+        self._local_holds: dict[str, float] = {}
 
-    def _effective(self, model: str, observed: dict[str, _Observed]) -> tuple[int, int] | None:
+    def _effective(self, model: str, observed: dict[str, _Observed]) -> dict[str, int]:
+        """Each limit (per minute) that applies: the configured one, lowered by the provider's headers."""
         configured = self._limits.get(model, self._default)
         if configured is None:
-            return None
-        requests, tokens = configured.requests_per_minute, configured.input_tokens_per_minute
-        if (seen := observed.get("requests")) and seen.limit:
-            requests = min(requests, seen.limit)
-        if (seen := observed.get("tokens")) and seen.limit:
-            tokens = min(tokens, seen.limit)
-        return requests, tokens
+            return {}
+        limits = {
+            "requests": configured.requests_per_minute,
+            "tokens": configured.input_tokens_per_minute,
+            "output-tokens": configured.output_tokens_per_minute,
+        }
+        for dimension, seen in observed.items():
+            if seen.limit:
+                current = limits.get(dimension)
+                limits[dimension] = min(current, seen.limit) if current else seen.limit
+        return {dimension: limit for dimension, limit in limits.items() if limit}
 
-    def acquire(self, model: str, tokens: int, requests: int = 1) -> float:
+    def local_hold(self, model: str) -> float:
+        return max(0.0, self._local_holds.get(model, 0.0) - time.time())
+
+    def acquire(self, model: str, tokens: int, requests: int = 1, *, online: bool = False) -> float:
         now = time.time()
         observed, held_until = self._observed.get(model)
         self._known[model] = _binding(observed)
+        if held_until > self._local_holds.get(model, 0.0):
+            self._local_holds[model] = held_until
+        held_until = max(held_until, self._local_holds.get(model, 0.0))
         provider_wait = max(_provider_wait(observed, tokens, now, requests), held_until - now)
         if provider_wait > 0:
             return max(provider_wait, MIN_WAIT_SECONDS)
-        effective = self._effective(model, observed)
-        if effective is None:
+        limits = self._effective(model, observed)
+        asked = {"requests": requests, "tokens": tokens, "output-tokens": 0}  # output: charged after the answer
+        # An ask larger than a whole minute's limit (a huge prompt, a group larger than the limit) takes a
+        # minute's worth rather than waiting forever. A dimension asked for nothing is not asked (a group's
+        # tokens-only top-up), but output tokens always are: a call waits while their budget is in debt.
+        costs = [
+            Cost(d, 60.0 / limit, min(asked[d], limit))
+            for d, limit in limits.items()
+            if asked[d] > 0 or d == "output-tokens"
+        ]
+        if not costs:
             return 0.0
-        requests_item = _WindowItem(effective[0], namespace=f"{self._namespace}:requests")
-        tokens_item = _WindowItem(effective[1], namespace=f"{self._namespace}:input-tokens")
-        # A prompt bigger than the whole budget takes the whole budget rather than waiting forever.
-        cost = max(1, min(tokens, tokens_item.amount))
-        if not self._limiter.test(tokens_item, model, cost=cost):
-            return self._wait(tokens_item, model)
-        # More requests than the whole budget take the whole budget (a group larger than the limit).
-        if requests > 0 and not self._limiter.hit(requests_item, model, cost=min(requests, requests_item.amount)):
-            return self._wait(requests_item, model)
-        if not self._limiter.hit(tokens_item, model, cost=cost):
-            # Another worker took the tokens between test and hit. The request slot just taken stays
-            # spent: erring towards fewer calls is the safe side of a rate limit.
-            return self._wait(tokens_item, model)
-        return 0.0
+        wait = self._pacer.admit(model, costs, online=online)
+        return max(wait, MIN_WAIT_SECONDS) if wait > 0 else 0.0
 
-    def _wait(self, item: _WindowItem, model: str) -> float:
-        reset_at = self._limiter.get_window_stats(item, model).reset_time
-        return min(float(item.get_expiry()), max(MIN_WAIT_SECONDS, reset_at - time.time()))
+    def charge(self, model: str, output_tokens: int, *, online: bool = False) -> None:
+        limit = self._effective(model, self._observed.get(model)[0]).get("output-tokens")
+        if limit and output_tokens > 0:
+            self._pacer.charge(model, [Cost("output-tokens", 60.0 / limit, output_tokens)], online=online)
 
     def hold(self, model: str, seconds: float) -> None:
-        if seconds > 0:
-            self._observed.hold(model, time.time() + seconds, seconds)
+        if seconds <= 0:
+            return
+        now = time.time()
+        # This process's calls see the hold at once; the store tells the rest of the fleet.
+        if self._local_holds.get(model, 0.0) <= now:
+            self._local_holds[model] = now + seconds
+        self._observed.hold(model, now + seconds, seconds)
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         observed = parse_ratelimit_headers(headers)
@@ -257,24 +286,27 @@ def _binding(observed: dict[str, _Observed]) -> tuple[tuple[str, int | None, int
 
 
 def _provider_wait(observed: dict[str, _Observed], tokens: int, now: float, requests: int = 1) -> float:
-    """Seconds until the provider's own window refills, when what it said is left cannot cover us."""
+    """Seconds until the provider can cover us, when what it said is left cannot: until its ``-reset``
+    (when it is full again), or sooner, when its limit says how fast it refills: both providers refill
+    their buckets continuously at the limit's rate, so the shortfall is back after ``shortfall * 60 /
+    limit`` seconds, and waiting for a full bucket would idle the route for up to a whole burst."""
     wait = 0.0
-    for dimension, needed in (("requests", requests), ("tokens", tokens)):
+    # Output tokens are charged after the answer: any room at all covers a call's ask.
+    for dimension, needed in (("requests", requests), ("tokens", tokens), ("output-tokens", 1)):
         seen = observed.get(dimension)
         if seen is None or seen.remaining is None or seen.reset_at is None or seen.reset_at <= now:
             continue
         # A request larger than the provider's whole limit can only wait for a full window.
         needed = min(needed, seen.limit) if seen.limit else needed
         if seen.remaining < needed:
-            wait = max(wait, seen.reset_at - now)
+            refilled = (needed - seen.remaining) * 60.0 / seen.limit if seen.limit else math.inf
+            wait = max(wait, min(seen.reset_at - now, refilled))
     return max(wait, MIN_WAIT_SECONDS) if wait > 0 else 0.0
 
 
 # --- Redis -----------------------------------------------------------------------------------------
 
 _OBSERVED_TTL_SECONDS = 120  # header news older than two windows says nothing about now
-
-
 
 
 class _RedisObserved:
@@ -326,8 +358,8 @@ class _RedisObserved:
             pipe.execute()
 
 
-class RedisGovernor(_LimitsGovernor):
-    """Limits shared by every worker through Redis (the ``limits`` library's Redis storage)."""
+class RedisGovernor(_PacedGovernor):
+    """Limits shared by every worker through Redis (one GCRA script per ask, ``gcra.RedisPacer``)."""
 
     def __init__(
         self,
@@ -336,10 +368,11 @@ class RedisGovernor(_LimitsGovernor):
         limits: Mapping[str, RateLimits],
         *,
         default: RateLimits | None = None,
+        burst_seconds: float = DEFAULT_BURST_SECONDS,
+        online_share: float = DEFAULT_ONLINE_SHARE,
     ) -> None:
-        storage = RedisStorage("redis://", connection_pool=redis_client.connection_pool, key_prefix=key_prefix)
-        # The storage puts ``key_prefix`` in front of every counter key it writes.
-        super().__init__(storage, _RedisObserved(redis_client, key_prefix), limits, default, "governor")
+        pacer = RedisPacer(redis_client, key_prefix, burst_seconds, online_share)
+        super().__init__(pacer, _RedisObserved(redis_client, key_prefix), limits, default)
 
 
 # --- in process ------------------------------------------------------------------------------------
@@ -365,8 +398,15 @@ class _MemoryObserved:
             self._by_model.setdefault(model, {}).update(observed)
 
 
-class InProcessGovernor(_LimitsGovernor):
-    """The same governor for one process (embedded mode), on the ``limits`` library's memory storage."""
+class InProcessGovernor(_PacedGovernor):
+    """The same governor for one process (embedded mode), paced in memory (``gcra.MemoryPacer``)."""
 
-    def __init__(self, limits: Mapping[str, RateLimits], *, default: RateLimits | None = None) -> None:
-        super().__init__(MemoryStorage(), _MemoryObserved(), limits, default, "governor")
+    def __init__(
+        self,
+        limits: Mapping[str, RateLimits],
+        *,
+        default: RateLimits | None = None,
+        burst_seconds: float = DEFAULT_BURST_SECONDS,
+        online_share: float = DEFAULT_ONLINE_SHARE,
+    ) -> None:
+        super().__init__(MemoryPacer(burst_seconds, online_share), _MemoryObserved(), limits, default)

@@ -9,7 +9,8 @@ call at a time: a retry, a repair call, a call started late, every call while th
 half-open (so exactly one takes its probe) or has failures counted (their successes are news), and
 every call once one of the group's calls failed with an outage or met a 429 (the passes left are
 revoked, so a breaker that opens mid-group stops the group's unsent calls, which are deferred
-without spending attempts).
+without spending attempts). A pass is not used while the governor knows of a hold another group of
+the process met (``Governor.local_hold``): a 429 stops every group's unsent calls at once.
 """
 
 from __future__ import annotations
@@ -46,11 +47,15 @@ class GroupGate:
         governor: Governor,
         calls: Mapping[str, int],
         clock: Callable[[], float] = time.monotonic,
+        *,
+        online: bool = False,
     ) -> None:
-        """``calls``: the group's calls per model (a model not named asks call by call)."""
+        """``calls``: the group's calls per model (a model not named asks call by call); ``online``: the
+        group is online work (its asks may use the governor's share for it)."""
         self._breaker = breaker
         self._governor = governor
         self._calls = dict(calls)
+        self._online = online
         self._clock = clock
         self._lock = threading.Lock()
         self._admissions: dict[str, _Admission] = {}
@@ -101,29 +106,40 @@ class GroupGate:
 
     # --- governor ---
 
-    def acquire(self, model: str, tokens: int, requests: int = 1) -> float:
+    def acquire(self, model: str, tokens: int, requests: int = 1, *, online: bool = False) -> float:
+        online = online or self._online
         if requests != 1:
-            return self._governor.acquire(model, tokens, requests)
+            return self._governor.acquire(model, tokens, requests, online=online)
         with self._lock:
             admission = self._admission(model)
             if admission is not None:
                 if not admission.asked_governor:
                     admission.asked_governor = True
                     calls = self._calls[model]
-                    if self._governor.acquire(model, tokens * calls, calls) == 0.0:
+                    if self._governor.acquire(model, tokens * calls, calls, online=online) == 0.0:
                         admission.requests, admission.tokens = calls, tokens * calls
                     else:  # the group does not fit now: its calls ask (and wait, or defer) one by one
                         admission.until = 0.0
                 if admission.requests > 0:
+                    # A hold another group of this process met since the pass was granted stops it too.
+                    held = self._governor.local_hold(model)
+                    if held > 0:
+                        return held
                     shortfall = tokens - admission.tokens
                     if shortfall > 0:
-                        wait = self._governor.acquire(model, shortfall, 0)
+                        wait = self._governor.acquire(model, shortfall, 0, online=online)
                         if wait > 0:
                             return wait
                     admission.requests -= 1
                     admission.tokens = max(0, admission.tokens - tokens)
                     return 0.0
-        return self._governor.acquire(model, tokens)
+        return self._governor.acquire(model, tokens, online=online)
+
+    def charge(self, model: str, output_tokens: int, *, online: bool = False) -> None:
+        self._governor.charge(model, output_tokens, online=online or self._online)
+
+    def local_hold(self, model: str) -> float:
+        return self._governor.local_hold(model)
 
     def observe_headers(self, model: str, headers: Mapping[str, str]) -> None:
         self._governor.observe_headers(model, headers)

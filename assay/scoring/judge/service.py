@@ -228,13 +228,14 @@ class _Judgment:
         try:
             answer = await self.provider.send(call)
         except STATUS_ERRORS as exc:
-            observability.judge_call(model, exc)
-            _bookkeep(self.governor.observe_headers, model, exc.response.headers)
             if is_rate_limited(exc):
                 # Backpressure, not an outage: the whole fleet holds its calls to this model for as
-                # long as the provider asked (the retry waits that long too).
+                # long as the provider asked (the retry waits that long too). First, before any other
+                # bookkeeping: every round trip before it is a moment the fleet keeps sending.
                 hold = exception_retry_after(exc) or self.policy.backoff(1)
                 _bookkeep(self.governor.hold, model, hold)
+            observability.judge_call(model, exc)
+            _bookkeep(self.governor.observe_headers, model, exc.response.headers)
             if is_outage(exc):
                 _bookkeep(self.breaker.record_failure, model)
             elif success_is_news:
@@ -251,6 +252,7 @@ class _Judgment:
             if lease is not None:
                 _bookkeep(self._give_in_flight_slot, lease)
         _bookkeep(self.governor.observe_headers, model, answer.headers)
+        _bookkeep(self.governor.charge, model, answer.usage.get("output_tokens", 0))
         if success_is_news:
             _bookkeep(self.breaker.record_success, model)
         observability.judge_call(model, answer.raw)

@@ -47,7 +47,9 @@ def governor_limits(catalog: ModelCatalog, providers: ProviderRegistry) -> dict[
     for provider in providers:
         for name, model in catalog.models.items():
             if model.provider == provider.name:
-                limits[provider.route(name)] = RateLimits(model.requests_per_minute, model.input_tokens_per_minute)
+                limits[provider.route(name)] = RateLimits(
+                    model.requests_per_minute, model.input_tokens_per_minute, model.output_tokens_per_minute
+                )
     return limits
 
 
@@ -55,6 +57,7 @@ def build_governor(
     settings: Settings, catalog: ModelCatalog, providers: ProviderRegistry
 ) -> RedisGovernor | InProcessGovernor:
     limits = governor_limits(catalog, providers)
+    pacing = dict(burst_seconds=settings.judge_burst_seconds, online_share=settings.online_share)
     if settings.redis_url:
-        return RedisGovernor(_redis(settings), settings.redis_key_prefix, limits)
-    return InProcessGovernor(limits)
+        return RedisGovernor(_redis(settings), settings.redis_key_prefix, limits, **pacing)
+    return InProcessGovernor(limits, **pacing)

@@ -358,6 +358,7 @@ class ModelPrice(_Strict):
     # Operational limits for the shared rate governor (your account's tier), not prices.
     requests_per_minute: int = Field(50, ge=1)
     input_tokens_per_minute: int = Field(30_000, ge=1)
+    output_tokens_per_minute: int | None = Field(None, ge=1)  # None: as the provider's headers say
     # The request parameters the model takes (reasoning models take reasoning_effort, not temperature).
     parameters: list[Literal["temperature", "seed", "reasoning_effort"]] = Field(default_factory=list)
 

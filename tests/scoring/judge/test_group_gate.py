@@ -27,6 +27,8 @@ class Counting:
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         method = getattr(self.inner, name)
+        if name == "local_hold":
+            return method  # the process's own memory, not a question to the store
 
         def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
             self.asked[name] = self.asked.get(name, 0) + 1
@@ -68,29 +70,31 @@ def test_a_closed_breaker_and_the_governor_are_asked_once_per_model_for_the_whol
 
 
 def test_the_group_takes_its_requests_and_tokens_from_the_governor_at_once(make_governor):
+    # 5 a minute: 12 s a request, so the group's four are 48 s of the route (taken at once, as it was idle).
     governor = make_governor({MODEL: RateLimits(requests_per_minute=5, input_tokens_per_minute=1_000_000)})
     breaker = Counting(type("Closed", (), {"before_group": lambda self, m: True})())
     gate = GroupGate(breaker, governor, {MODEL: 4})
     gate.before_call(MODEL)
-    assert gate.acquire(MODEL, 100) == 0.0  # the group's four requests of the minute are taken at once
-    assert governor.acquire(MODEL, 100, 0) == 0.0 and governor.acquire(MODEL, 100, 2) > 0  # 4 + 2 > 5
+    assert gate.acquire(MODEL, 100) == 0.0
+    assert governor.acquire(MODEL, 100, 0) == 0.0  # tokens alone are free
+    assert governor.acquire(MODEL, 100, 2) > 0  # requests are not
 
-    # One request of the minute is left: a third group of 2 does not fit, so its calls ask one by one.
-    third = GroupGate(breaker, governor, {MODEL: 2})
-    third.before_call(MODEL)
-    assert third.acquire(MODEL, 100) == 0.0  # the last request of the minute
-    assert third.acquire(MODEL, 100) > 0  # and no more
+    # A second group does not fit, so its calls ask one by one, and wait for the first group's pace.
+    second = GroupGate(breaker, governor, {MODEL: 2})
+    second.before_call(MODEL)
+    assert 47 < second.acquire(MODEL, 100) <= 48.1
 
 
 def test_a_longer_prompt_takes_the_tokens_it_needs_beyond_the_groups_estimate(make_governor):
-    governor = make_governor({MODEL: RateLimits(requests_per_minute=100, input_tokens_per_minute=1000)})
-    gate = GroupGate(Counting(type("Closed", (), {"before_group": lambda self, m: True})()), governor, {MODEL: 2})
+    # 30,000 tokens a minute: 2 ms a token, 0.5 s (250 tokens) at once.
+    governor = make_governor({MODEL: RateLimits(requests_per_minute=10_000, input_tokens_per_minute=30_000)})
+    gate = GroupGate(Counting(type("Closed", (), {"before_group": lambda self, m: True})()), governor, {MODEL: 3})
     gate.before_call(MODEL)
-    assert gate.acquire(MODEL, 300) == 0.0  # the group takes 2 x 300
+    assert gate.acquire(MODEL, 100) == 0.0  # the group takes 3 x 100 tokens: 0.6 s, admitted as the route is idle
     gate.before_call(MODEL)
-    assert gate.acquire(MODEL, 800) > 0  # 500 beyond the 300 left of the group's would make 1,100 of 1,000
-    assert gate.acquire(MODEL, 500) == 0.0  # 200 beyond it fit: 800 of 1,000
-    assert governor.acquire(MODEL, 200, 0) == 0.0 and governor.acquire(MODEL, 100, 0) > 0
+    assert gate.acquire(MODEL, 250) > 0  # 50 beyond the 200 left of the group's: the route is 0.6 s ahead
+    assert gate.acquire(MODEL, 100) == 0.0  # within the group's estimate: no wait
+    assert governor.acquire(MODEL, 10, 0) > 0
 
 
 def test_a_half_open_breaker_lets_exactly_one_call_of_a_group_through(make_breaker, make_governor):
@@ -156,3 +160,36 @@ def test_a_429_revokes_the_groups_governor_grant(make_breaker, make_governor):
     gate.hold(MODEL, 0.5)
     gate.before_call(MODEL)
     assert gate.acquire(MODEL, 100) > 0  # held: the rest of the group waits with the fleet
+
+
+def test_a_429_met_by_one_group_stops_the_passes_of_the_processs_other_groups(make_breaker, make_governor):
+    governor = unlimited(make_governor)
+    first, second = GroupGate(make_breaker(), governor, {MODEL: 3}), GroupGate(make_breaker(), governor, {MODEL: 3})
+    send(first)
+    send(second)  # the second group holds two passes it has not used yet
+    first.hold(MODEL, 0.5)
+    second.before_call(MODEL)
+    assert 0.3 < second.acquire(MODEL, 100) <= 0.5  # its unsent calls wait with the rest of the process
+
+
+def test_an_online_group_asks_the_governor_as_online_work(make_breaker):
+    class Recording:
+        def __init__(self) -> None:
+            self.online: list[bool] = []
+
+        def acquire(self, model, tokens, requests=1, *, online=False):  # type: ignore[no-untyped-def]
+            self.online.append(online)
+            return 0.0
+
+        def charge(self, model, output_tokens, *, online=False):  # type: ignore[no-untyped-def]
+            self.online.append(online)
+
+        def local_hold(self, model):  # type: ignore[no-untyped-def]
+            return 0.0
+
+    governor = Recording()
+    gate = GroupGate(make_breaker(), governor, {MODEL: 1}, online=True)  # type: ignore[arg-type]
+    send(gate)
+    send(gate, OTHER)
+    gate.charge(MODEL, 50)
+    assert governor.online == [True, True, True]
