@@ -7,6 +7,7 @@ import uuid
 
 from sqlalchemy import func, select, update
 
+from assay.scoring.judge.providers.registry import build_batch_apis
 from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.rescoring import batch_lane
 from assay.scoring.store.db import transaction
@@ -16,6 +17,8 @@ from assay.settings import get_settings
 from tests.scoring.test_pipeline import make_batch, plan_all
 
 CATALOG = load_model_catalog(get_settings().config_dir)
+# Batch APIs that are never called here (prepare only encodes requests): an address nothing listens on.
+APIS = build_batch_apis(CATALOG, anthropic_key="test", anthropic_base_url="http://127.0.0.1:9", env={})
 
 
 def batch_lane_batch(n: int, **values: object) -> uuid.UUID:
@@ -44,7 +47,7 @@ def test_provider_batches_split_at_the_request_limit(clean_db):
     sizes = []
     while True:
         with transaction() as s:
-            prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(2, 10**9))
+            prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(2, 10**9))
         if prepared.row_id is None:
             break
         sizes.append(len(prepared.requests))
@@ -64,18 +67,18 @@ def test_provider_batches_split_at_the_request_limit(clean_db):
 def test_provider_batches_split_at_the_byte_limit(clean_db):
     batch_id = batch_lane_batch(3)
     with transaction() as s:
-        one = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(100, 10**9))
+        one = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(100, 10**9))
         s.rollback()
     size = max(len(str(r)) for r in one.requests)
     with transaction() as s:
-        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(100, int(size * 1.5)))
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(100, int(size * 1.5)))
     assert len(prepared.requests) == 1
 
 
 def test_a_budget_caps_what_is_sent_and_stops_the_batch_when_nothing_fits(clean_db):
     batch_id = batch_lane_batch(3, budget_usd=0.000001)
     with transaction() as s:
-        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(100, 10**9))
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(100, 10**9))
     assert prepared.row_id is None and prepared.requests == [] and prepared.budget_stopped == 3
     with transaction() as s:
         batch = s.get(Batch, batch_id)
