@@ -49,7 +49,7 @@ from assay.scoring.store.models import (
     utcnow,
 )
 from assay.scoring.suites.criteria import current_suite, load_criteria
-from assay.scoring.suites.loader import Criteria, ModelCatalog
+from assay.scoring.suites.loader import Criteria, ModelCatalog, check_batch_lane
 
 Lane = Literal["realtime", "batch"]
 # Scores under the current hash that mean "this item needs nothing from a re-scoring run".
@@ -183,6 +183,8 @@ def estimate(
     has none), priced from the model catalog. ``carry_judges=False`` (a calibration): no judge call
     carries over."""
     criteria = load_criteria(session, criteria_hash)
+    if lane == "batch":
+        check_batch_lane(criteria, catalog)  # before any run is made: refused, never left waiting
     items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
     judges = criteria.judge_components
     if not judges or items == 0:

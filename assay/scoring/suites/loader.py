@@ -642,12 +642,21 @@ def parse_suite(
 def _check_batch_lane(criteria: Criteria, catalog: ModelCatalog, source: str) -> None:
     """The batch lane sends every judge component through its provider's batch API: refuse a suite
     whose judge's provider has none now, not at 2 a.m. when the nightly run would need it."""
+    try:
+        check_batch_lane(criteria, catalog)
+    except CriteriaError as exc:
+        raise CriteriaError(f"{source}: rescore.lane: batch, but {exc.message}") from exc
+
+
+def check_batch_lane(criteria: Criteria, catalog: ModelCatalog) -> None:
+    """Refuse the batch lane for criteria with a judge whose provider has no batch API (a suite's
+    default lane, and a run, calibration or comparison asked for on the batch lane)."""
     for name in criteria.judge_components:
         provider = criteria.judge_for(name).provider
         if not catalog.provider(provider).has_batch_api:
             raise CriteriaError(
-                f"{source}: rescore.lane: batch, but judge provider {provider!r} (component {name!r}) has no batch "
-                "API (batch: false in config/models.yaml); use lane: realtime"
+                f"judge provider {provider!r} (component {name!r}) has no batch API (batch: false in "
+                "config/models.yaml); use lane: realtime"
             )
 
 
