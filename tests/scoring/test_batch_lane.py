@@ -7,6 +7,7 @@ import uuid
 
 from sqlalchemy import func, select, update
 
+from assay.scoring.judge.providers.base import BatchLimits
 from assay.scoring.judge.providers.registry import build_batch_apis
 from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.rescoring import batch_lane
@@ -83,3 +84,21 @@ def test_a_budget_caps_what_is_sent_and_stops_the_batch_when_nothing_fits(clean_
     with transaction() as s:
         batch = s.get(Batch, batch_id)
         assert batch.status == "budget_exhausted" and batch.finished_at is not None  # nothing left to wait for
+
+
+def test_the_providers_own_batch_limits_apply_below_the_settings_caps(clean_db):
+    batch_id = batch_lane_batch(3)
+    small = build_batch_apis(CATALOG, anthropic_key="test", anthropic_base_url="http://127.0.0.1:9", env={})["anthropic"]
+    small.limits = BatchLimits(max_requests=2, max_bytes=10**9)  # as a provider capping batches at 2
+    with transaction() as s:
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, {"anthropic": small}, batch_lane.Limits(100, 10**9))
+    assert prepared.provider == "anthropic" and len(prepared.requests) == 2
+    with transaction() as s:
+        assert s.get(ProviderBatch, prepared.row_id).provider == "anthropic"
+
+
+def test_a_provider_without_its_batch_api_here_leaves_the_requests_waiting(clean_db):
+    batch_id = batch_lane_batch(2)
+    with transaction() as s:
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, {}, batch_lane.Limits(100, 10**9))
+    assert prepared.row_id is None and prepared.unavailable == "anthropic" and waiting(batch_id) == 2
