@@ -90,7 +90,8 @@ GOVERNOR_WAIT_SECONDS = Counter(
 )
 JUDGE_TOKENS = Counter(
     "assay_judge_tokens_total",
-    "Tokens the judge provider reported, per model and type (input, output, cache_read, cache_creation).",
+    "Tokens the judge provider reported, per model and type (input, output, cache_read, cache_creation; "
+    "reasoning: the part of output a reasoning model spent thinking).",
     ["model", "type"],
 )
 JUDGE_COST = Counter("assay_judge_cost_usd_total", "Judge spend in USD, per model, at the catalog's prices.", ["model"])
@@ -100,6 +101,7 @@ _TOKEN_TYPES = {
     "output_tokens": "output",
     "cache_read_input_tokens": "cache_read",
     "cache_creation_input_tokens": "cache_creation",
+    "reasoning_tokens": "reasoning",
 }
 
 

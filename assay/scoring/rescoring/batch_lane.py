@@ -55,6 +55,7 @@ from assay.scoring.store.models import (
 )
 from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import ModelCatalog
+from assay.scoring.suites.providers import completion_limit
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +167,8 @@ def prepare(
         encoded = len(json.dumps(request, ensure_ascii=False).encode())
         if size + encoded > limits.max_bytes or (model and judge.model != model):
             break  # the rest go in the next provider batch (one model per provider batch)
-        bound = price.batch_discount * (
-            (encoded / 3) * price.input_per_mtok + judge.max_tokens * price.output_per_mtok
-        ) / 1_000_000
+        room = completion_limit(judge.max_tokens, judge.parameters)  # a reasoning model's reasoning included
+        bound = price.batch_discount * ((encoded / 3) * price.input_per_mtok + room * price.output_per_mtok) / 1_000_000
         if remaining is not None and committed + bound > remaining:
             if not taken:
                 # Not even one more request fits: the budget is spent as far as new calls go, so none
@@ -323,7 +323,7 @@ def apply_results(
         price = catalog.price(judge.provider, judge.model)
         usage = answer.usage
         cost = cost_usd(usage, price) * price.batch_discount
-        _text, verdict, problem = read_answer(answer, judge.verdict.model, judge.max_tokens)
+        _text, verdict, problem = read_answer(answer, judge.verdict.model, judge.max_tokens, judge.parameters)
         if verdict is None:
             # The realtime lane asks again (with its one repair); this answer's price stays on the books.
             _to_realtime(session, ref, f"batch lane answer unusable ({problem}); sent to the realtime lane", usage, cost)

@@ -49,7 +49,8 @@ from assay.scoring.store.models import (
     utcnow,
 )
 from assay.scoring.suites.criteria import current_suite, load_criteria
-from assay.scoring.suites.loader import Criteria, ModelCatalog, check_batch_lane
+from assay.scoring.suites.loader import Criteria, ModelCatalog
+from assay.scoring.suites.providers import completion_limit
 
 Lane = Literal["realtime", "batch"]
 # Scores under the current hash that mean "this item needs nothing from a re-scoring run".
@@ -184,7 +185,7 @@ def estimate(
     carries over."""
     criteria = load_criteria(session, criteria_hash)
     if lane == "batch":
-        check_batch_lane(criteria, catalog)  # before any run is made: refused, never left waiting
+        catalog.check_batch_lane(criteria)  # before any run is made: refused, never left waiting
     items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
     judges = criteria.judge_components
     if not judges or items == 0:
@@ -206,7 +207,7 @@ def estimate(
         system_tokens, user_tokens, unusable = _sample_prompt_tokens(criteria, name, kind, sampled, catalog)
         if unusable:
             notes.append(f"{name}: {unusable} sampled item(s) cannot be judged as stored (they will fail, not spend)")
-        output, basis = _typical_output_tokens(session, suite, name, judge.max_tokens)
+        output, basis = _typical_output_tokens(session, suite, name, completion_limit(judge.max_tokens, judge.parameters))
         cacheable = system_tokens >= price.min_cacheable_tokens
         per_call = (
             user_tokens * price.input_per_mtok

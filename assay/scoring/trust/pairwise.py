@@ -57,14 +57,7 @@ from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Batch, Item, PairwiseRun, Score, SuiteRecord, utcnow
 from assay.scoring.suites.criteria import current_suite, register_criteria
-from assay.scoring.suites.loader import (
-    ComponentSpec,
-    Criteria,
-    ModelCatalog,
-    RubricJudge,
-    canonical_json,
-    check_batch_lane,
-)
+from assay.scoring.suites.loader import ComponentSpec, Criteria, ModelCatalog, RubricJudge, canonical_json
 from assay.scoring.suites.pairwise import full_rubric, order_verdict, parse_section, swapped
 from assay.scoring.trust.pairwise_report import SLICE_PREFIX, compute_report
 
@@ -195,7 +188,7 @@ def plan(
     record = current_suite(session, suite)
     criteria = pairwise_criteria(record, catalog)
     if lane == "batch":
-        check_batch_lane(criteria, catalog)
+        catalog.check_batch_lane(criteria)
     criteria_hash = register_criteria(session, criteria)
     sides = []
     for batch_id in batch_ids:

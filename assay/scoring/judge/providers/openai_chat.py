@@ -76,17 +76,22 @@ def schema_instruction(verdict_model: type[pydantic.BaseModel]) -> str:
 
 def usage_of(usage: Any) -> dict[str, int]:
     """OpenAI's usage in Assay's fields: cached prompt tokens are cache reads (OpenAI bills no cache
-    write); completion tokens include the reasoning tokens, billed as output."""
+    write); completion tokens include the reasoning tokens, billed as output. How many of the output
+    tokens were reasoning is kept beside them (``reasoning_tokens``) when the answer says."""
     if usage is None:
         return {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
     details = getattr(usage, "prompt_tokens_details", None)
     cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
-    return {
+    counted = {
         "input_tokens": max(0, (usage.prompt_tokens or 0) - cached),
         "output_tokens": usage.completion_tokens or 0,
         "cache_read_input_tokens": cached,
         "cache_creation_input_tokens": 0,
     }
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    if reasoning:
+        counted["reasoning_tokens"] = reasoning
+    return counted
 
 
 def answer_of(completion: Any, headers: Any = None, raw: Any = None) -> Answer:
@@ -107,12 +112,10 @@ def request_body(config: ProviderConfig, call: Call) -> dict[str, Any]:
     if mode != "json_schema":
         system = f"{system}\n\n{schema_instruction(call.verdict_model)}" if system else schema_instruction(call.verdict_model)
     messages = ([{"role": "system", "content": system}] if system else []) + list(call.messages)
-    body: dict[str, Any] = {
-        "model": call.model,
-        "messages": messages,
-        config.max_tokens_parameter: call.max_tokens,
-        **call.parameters,
-    }
+    parameters = dict(call.parameters)
+    # A reasoning model's max_completion_tokens (reasoning and answer together) replaces max_tokens.
+    limit = parameters.pop("max_completion_tokens", None) or call.max_tokens
+    body: dict[str, Any] = {"model": call.model, "messages": messages, config.max_tokens_parameter: limit, **parameters}
     if mode == "json_schema":
         body["response_format"] = response_format_for(call.verdict_model)
     elif mode == "json_object":
