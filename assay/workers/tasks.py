@@ -26,6 +26,7 @@ from assay import observability
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 # Imported for their hooks: the review queue and calibration react to scores this worker lands.
 from assay.scoring import features  # noqa: F401
+from assay.scoring.errors import AssayError
 from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import JudgeDeferred
@@ -219,7 +220,7 @@ def _run_part(
                         observability.component_landed(ref.queue, ref.component, result.status)
                 for ref, outcome in finished:
                     if isinstance(outcome, JudgeDeferred):
-                        deferred[ref] = (outcome, claims[ref])
+                        deferred[_named(ref, works[ref])] = (outcome, claims[ref])
                     elif isinstance(outcome, Exception):
                         # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
                         backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
@@ -231,6 +232,15 @@ def _run_part(
     finally:
         if held:
             slots.give(held)
+
+
+def _named(ref: ComponentRef, work: WorkUnit) -> ComponentRef:
+    """``ref`` naming its judge's provider and model, for what Flower shows of the task it goes back in."""
+    try:
+        judge = work.criteria.judge_for(ref.component)
+    except AssayError:
+        return ref
+    return dataclasses.replace(ref, judge=f"{judge.provider}/{judge.model}")
 
 
 def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import start_planner
+from assay.api.schemas import BY_PROVIDER, ProviderEstimateOut
 from assay.scoring.store.db import transaction
 from assay.scoring.suites.loader import load_model_catalog
 from assay.scoring.trust import pairwise as svc
@@ -55,6 +56,7 @@ class EstimateOut(BaseModel):
     lane: str
     output_basis: str
     notes: list[str]
+    by_provider: list[ProviderEstimateOut] = Field(default_factory=list, description=BY_PROVIDER)
 
 
 class PairwiseOut(BaseModel):

@@ -138,6 +138,21 @@ def _online_items_taken(record: SuiteRecord):  # type: ignore[no-untyped-def]
 
 
 @dataclass
+class ProviderEstimate:
+    """The part of an estimate one judge provider is paid for (at its own prices)."""
+
+    judge_calls: int = 0
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+    cost_usd: float = 0.0
+
+    def times(self, repeats: int) -> ProviderEstimate:
+        return ProviderEstimate(
+            self.judge_calls * repeats, self.input_tokens * repeats, self.output_tokens * repeats, self.cost_usd * repeats
+        )
+
+
+@dataclass
 class Estimate:
     items: int
     judge_calls: int
@@ -151,6 +166,7 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     # Judge calls a re-score will not make: the component's result carries over unchanged.
     carried_over: int = 0
+    by_provider: dict[str, ProviderEstimate] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +179,16 @@ class Estimate:
             "lane": self.lane,
             "output_basis": self.output_basis,
             "notes": self.notes,
+            "by_provider": [
+                {
+                    "provider": name,
+                    "judge_calls": part.judge_calls,
+                    "input_tokens": round(part.input_tokens),
+                    "output_tokens": round(part.output_tokens),
+                    "cost_usd": round(part.cost_usd, 6),
+                }
+                for name, part in sorted(self.by_provider.items())
+            ],
         }
 
 
@@ -197,6 +223,7 @@ def estimate(
     calls = input_tokens = output_tokens = 0.0
     cost = 0.0
     bases: list[str] = []
+    by_provider: dict[str, ProviderEstimate] = {}
     notes = [f"prompt tokens measured on {len(sampled)} sampled item(s) at ~4 characters per token"]
     for name in judges:
         left = items - carried.get(name, 0)
@@ -219,11 +246,17 @@ def estimate(
                 f"{name}: the static prompt prefix is priced as a cache read (the first call of each cache "
                 "window pays to write it)"
             )
+        spent = left * per_call * (price.batch_discount if lane == "batch" else 1.0)
         calls += left
         input_tokens += left * (system_tokens + user_tokens)
         output_tokens += left * output
-        cost += left * per_call * (price.batch_discount if lane == "batch" else 1.0)
+        cost += spent
         bases.append(basis)
+        part = by_provider.setdefault(judge.provider, ProviderEstimate())
+        part.judge_calls += left
+        part.input_tokens += left * (system_tokens + user_tokens)
+        part.output_tokens += left * output
+        part.cost_usd += spent
     total_carried = sum(carried.values())
     if total_carried:
         notes.append(
@@ -240,6 +273,7 @@ def estimate(
         " + ".join(dict.fromkeys(bases)) or "none",
         notes,
         total_carried,
+        by_provider,
     )
 
 
