@@ -61,45 +61,64 @@ TASK_RETRIES = Counter(
 JUDGE_LATENCY = Histogram(
     "assay_judge_request_duration_seconds",
     "Duration of one request to the judge model, per model and outcome (ok, or the HTTP status).",
-    ["model", "outcome"],
+    ["provider", "model", "outcome"],
     buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300),
 )
 JUDGE_REQUESTS = Counter(
     "assay_judge_requests_total",
     "Requests sent to the judge model, per model and outcome (ok, an HTTP status, timeout, connection_error).",
-    ["model", "outcome"],
+    ["provider", "model", "outcome"],
 )
 JUDGE_RETRIES = Counter(
-    "assay_judge_retries_total", "Judge requests sent again after a transient failure (429, 5xx, 529, timeout).", ["model"]
+    "assay_judge_retries_total",
+    "Judge requests sent again after a transient failure (429, 5xx, 529, timeout).",
+    ["provider", "model"],
 )
-JUDGE_REPAIRS = Counter("assay_judge_repairs_total", "Unusable answers that got one repair request.", ["model"])
+JUDGE_REPAIRS = Counter(
+    "assay_judge_repairs_total", "Unusable answers that got one repair request.", ["provider", "model"]
+)
 JUDGMENTS = Counter(
     "assay_judge_judgments_total",
     "Judgments, per model and outcome: verdict, failed (unusable answer, or a call that cannot succeed), "
     "deferred (breaker open, rate limit, outage: re-queued).",
-    ["model", "outcome"],
+    ["provider", "model", "outcome"],
 )
 BREAKER_REJECTIONS = Counter(
-    "assay_judge_breaker_rejections_total", "Judge calls refused by the open circuit breaker (deferred).", ["model"]
+    "assay_judge_breaker_rejections_total",
+    "Judge calls refused by the open circuit breaker (deferred).",
+    ["provider", "model"],
 )
 GOVERNOR_WAITS = Counter(
-    "assay_judge_governor_waits_total", "Times the rate governor made a judge call wait.", ["model"]
+    "assay_judge_governor_waits_total", "Times the rate governor made a judge call wait.", ["provider", "model"]
 )
 GOVERNOR_WAIT_SECONDS = Counter(
-    "assay_judge_governor_wait_seconds_total", "Seconds judge calls were held back by the rate governor.", ["model"]
+    "assay_judge_governor_wait_seconds_total",
+    "Seconds judge calls were held back by the rate governor.",
+    ["provider", "model"],
 )
 JUDGE_TOKENS = Counter(
     "assay_judge_tokens_total",
-    "Tokens the judge provider reported, per model and type (input, output, cache_read, cache_creation).",
-    ["model", "type"],
+    "Tokens the judge provider reported, per model and type (input, output, cache_read, cache_creation; "
+    "reasoning: the part of output a reasoning model spent thinking).",
+    ["provider", "model", "type"],
 )
-JUDGE_COST = Counter("assay_judge_cost_usd_total", "Judge spend in USD, per model, at the catalog's prices.", ["model"])
+JUDGE_COST = Counter(
+    "assay_judge_cost_usd_total", "Judge spend in USD, per model, at the catalog's prices.", ["provider", "model"]
+)
+
+
+def route_provider(route: str) -> str:
+    """The provider of a judge route (the ``model`` label): ``provider@host:model`` for an
+    OpenAI-compatible provider, the bare model name for Anthropic (``judge/providers/registry.py``).
+    Bounded like the routes: one value per configured provider."""
+    return route.split("@", 1)[0] if "@" in route else "anthropic"
 
 _TOKEN_TYPES = {
     "input_tokens": "input",
     "output_tokens": "output",
     "cache_read_input_tokens": "cache_read",
     "cache_creation_input_tokens": "cache_creation",
+    "reasoning_tokens": "reasoning",
 }
 
 
@@ -172,38 +191,38 @@ def _outcome_of(result: Any) -> tuple[str, float | None]:
 def judge_call(model: str, result: Any) -> None:
     """One judge request ended: ``result`` is the SDK's raw response, or the exception it raised."""
     outcome, seconds = _outcome_of(result)
-    JUDGE_REQUESTS.labels(model, outcome).inc()
+    JUDGE_REQUESTS.labels(route_provider(model), model, outcome).inc()
     if seconds is not None:
-        JUDGE_LATENCY.labels(model, outcome).observe(seconds)
+        JUDGE_LATENCY.labels(route_provider(model), model, outcome).observe(seconds)
 
 
 @_safe
 def judge_attempt(model: str, attempt_number: int) -> None:
     """Called before each attempt of one judge request; attempts after the first are retries."""
     if attempt_number > 1:
-        JUDGE_RETRIES.labels(model).inc()
+        JUDGE_RETRIES.labels(route_provider(model), model).inc()
 
 
 @_safe
 def judge_repair(model: str) -> None:
-    JUDGE_REPAIRS.labels(model).inc()
+    JUDGE_REPAIRS.labels(route_provider(model), model).inc()
 
 
 @_safe
 def judgment(model: str, outcome: str) -> None:
     """``outcome``: ``verdict``, ``failed`` or ``deferred``."""
-    JUDGMENTS.labels(model, outcome).inc()
+    JUDGMENTS.labels(route_provider(model), model, outcome).inc()
 
 
 @_safe
 def breaker_rejected(model: str) -> None:
-    BREAKER_REJECTIONS.labels(model).inc()
+    BREAKER_REJECTIONS.labels(route_provider(model), model).inc()
 
 
 @_safe
 def governor_wait(model: str, seconds: float) -> None:
-    GOVERNOR_WAITS.labels(model).inc()
-    GOVERNOR_WAIT_SECONDS.labels(model).inc(max(0.0, float(seconds)))
+    GOVERNOR_WAITS.labels(route_provider(model), model).inc()
+    GOVERNOR_WAIT_SECONDS.labels(route_provider(model), model).inc(max(0.0, float(seconds)))
 
 
 @_safe
@@ -213,10 +232,10 @@ def judge_usage(model: str, usage: Any, price: Any = None) -> None:
     for field, label in _TOKEN_TYPES.items():
         value = usage.get(field) if isinstance(usage, Mapping) else getattr(usage, field, None)
         if value:
-            JUDGE_TOKENS.labels(model, label).inc(int(value))
+            JUDGE_TOKENS.labels(route_provider(model), model, label).inc(int(value))
             spent[field] = int(value)
     if price is not None and spent:
-        JUDGE_COST.labels(model).inc(cost_usd(spent, price))
+        JUDGE_COST.labels(route_provider(model), model).inc(cost_usd(spent, price))
 
 
 # --- read at scrape time -----------------------------------------------------------------------------------
@@ -281,15 +300,17 @@ class LiveCollector(Collector):
             state = GaugeMetricFamily(
                 "assay_judge_breaker_state",
                 "Judge circuit breaker per model: 1 for its current state (closed, open, half_open), else 0.",
-                labels=["model", "state"],
+                labels=["provider", "model", "state"],
             )
             failures = GaugeMetricFamily(
-                "assay_judge_breaker_failures", "Consecutive transient failures the breaker counted.", labels=["model"]
+                "assay_judge_breaker_failures",
+                "Consecutive transient failures the breaker counted.",
+                labels=["provider", "model"],
             )
             for row in rows:
                 for name in ("closed", "open", "half_open"):
-                    state.add_metric([row["model"], name], 1.0 if row["state"] == name else 0.0)
-                failures.add_metric([row["model"]], row["failures"])
+                    state.add_metric([route_provider(row["model"]), row["model"], name], 1.0 if row["state"] == name else 0.0)
+                failures.add_metric([route_provider(row["model"]), row["model"]], row["failures"])
             yield state
             yield failures
             up.add_metric(["breaker"], 1)

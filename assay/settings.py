@@ -235,8 +235,14 @@ class Settings(BaseSettings):
     provider_batch_interval_seconds: float = Field(
         60.0, gt=0, description="How often beat submits batch-lane judge requests and polls provider batches."
     )
-    provider_batch_max_requests: int = Field(100_000, ge=1, description="Requests per provider batch (API limit).")
-    provider_batch_max_bytes: int = Field(256 * 1024**2, ge=1, description="Bytes per provider batch (API limit).")
+    provider_batch_max_requests: int = Field(
+        100_000, ge=1, description="Requests per provider batch at most; each provider's own limit applies too "
+        "(Anthropic 100,000, OpenAI 50,000).",
+    )
+    provider_batch_max_bytes: int = Field(
+        256 * 1024**2, ge=1, description="Bytes per provider batch at most; each provider's own limit applies too "
+        "(Anthropic 256 MB, OpenAI 200 MB).",
+    )
     provider_batch_hold_seconds: int = Field(
         48 * 3600,
         description="How long a batch-lane judge component is left to its provider batch before the "

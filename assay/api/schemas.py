@@ -9,6 +9,17 @@ from pydantic import BaseModel, Field
 from assay.api.errors import ProblemText
 
 
+class ProviderEstimateOut(BaseModel):
+    provider: str = Field(..., description="A judge provider of config/models.yaml")
+    judge_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float = Field(..., description="At this provider's prices (batch lane: its batch discount)")
+
+
+BY_PROVIDER = "The estimate per judge provider: one entry each when a suite judges with several"
+
+
 class BadLineOut(BaseModel):
     line: int = Field(..., description="1-based line number (or array index + 1)")
     reason: ProblemText
@@ -65,7 +76,7 @@ class BatchOut(BaseModel):
     spent_usd: float | None = Field(
         None, description="Spent against the budget so far, in US dollars (null without a budget; see summary.cost_usd)"
     )
-    judge_lane: str = Field("realtime", description="realtime, or batch (the provider's Message Batches API)")
+    judge_lane: str = Field("realtime", description="realtime, or batch (the judge provider's batch API)")
     created_at: str | None
     finished_at: str | None
     progress: Progress | None

@@ -214,6 +214,14 @@ def print_estimate(estimate: dict[str, Any], budget: float | None) -> None:
         f"~{estimate['input_tokens']:,} input + ~{estimate['output_tokens']:,} output tokens "
         f"({estimate['output_basis']}), ~${estimate['cost_usd']:.4f} on the {estimate['lane']} lane"
     )
+    providers = estimate.get("by_provider") or []
+    if len(providers) > 1:  # a suite judging with several providers: what each is paid
+        for part in providers:
+            console.print(
+                f"  {part['provider']}: {part['judge_calls']} judge call(s), ~{part['input_tokens']:,} input + "
+                f"~{part['output_tokens']:,} output tokens, ~${part['cost_usd']:.4f}",
+                highlight=False,
+            )
     for note in estimate.get("notes", []):
         console.print(f"  {note}", highlight=False)
     if budget is not None and estimate["cost_usd"] > budget:

@@ -43,7 +43,7 @@ def rescore(
         bool, typer.Option(help="Also items whose current score is partial (judge skipped for lack of a key).")
     ] = False,
     dry_run: Annotated[bool, typer.Option(help="Only print the count and the estimated calls, tokens, dollars.")] = False,
-    lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
+    lane: Annotated[str, typer.Option(help="realtime, or batch (the judge provider's batch API: half price, slower).")] = "realtime",
     budget: Annotated[Optional[float], typer.Option(min=0.000001, help="Judge spend limit in US dollars.")] = None,
     wait: Annotated[
         bool,

@@ -62,7 +62,7 @@ def calibrate(
             "run estimated over it is refused.",
         ),
     ] = None,
-    lane: Annotated[str, typer.Option(help="realtime, or batch (Message Batches API: half price, slower).")] = "realtime",
+    lane: Annotated[str, typer.Option(help="realtime, or batch (the judge provider's batch API: half price, slower).")] = "realtime",
     dry_run: Annotated[bool, typer.Option(help="Only print the sample size and the estimated calls, tokens, dollars.")] = False,
     wait: Annotated[bool, typer.Option(help="Wait for the run to finish and print the noise it measured.")] = False,
     as_json: AsJson = False,

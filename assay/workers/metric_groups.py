@@ -43,11 +43,14 @@ def group_refs(pairs: Sequence[Sequence[str]], queue: str = Queue.METRICS.value)
 
 
 def describe_group(group_id: str, refs: Sequence[ComponentRef], shown: int = 3) -> str:
-    """What Flower shows of a group task: its id, its size and its first components."""
+    """What Flower shows of a group task: its id, its size, its first components and, for judge
+    components, the providers and models they call."""
     first = ", ".join(f"score {str(ref.score_id)[:8]}/{ref.component}" for ref in refs[:shown])
     more = ", …" if len(refs) > shown else ""
     noun = "component" if len(refs) == 1 else "components"
-    return f"group {group_id}: {len(refs)} {noun} ({first}{more})"
+    judges = sorted({ref.judge for ref in refs if ref.judge})
+    calls = f" judged by {', '.join(judges)}" if judges else ""
+    return f"group {group_id}: {len(refs)} {noun} ({first}{more}){calls}"
 
 
 def new_group_id() -> str:

@@ -53,19 +53,17 @@ def call_slots() -> CallSlots:
     return _slots.get()
 
 
-def batch_client() -> Any:
-    """The batch lane's synchronous SDK client (``anthropic.Anthropic``), made after fork; None without a key."""
-    return _batch_client.get()
+def batch_apis() -> dict[str, Any]:
+    """The batch lane's provider batch APIs (``BatchAPI`` by provider name: those with a batch API and
+    a key here), made after fork."""
+    return _batch_apis.get()
 
 
-def _build_batch_client() -> Any:
+def _build_batch_apis() -> dict[str, Any]:
+    from assay.scoring.judge.wiring import batch_apis as build
+
     settings = get_settings()
-    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
-    if not key:
-        return None
-    from assay.scoring.judge.providers.anthropic_messages import make_batch_client
-
-    return make_batch_client(key, settings.anthropic_base_url, timeout=120.0)
+    return build(settings, load_model_catalog(settings.config_dir))
 
 
 def _build() -> JudgeRuntime:
@@ -89,7 +87,7 @@ def _build() -> JudgeRuntime:
 
 _runtime = PerProcess(_build)
 _slots = PerProcess(lambda: CallSlots(get_settings().judge_concurrency))
-_batch_client = PerProcess(_build_batch_client)
+_batch_apis = PerProcess(_build_batch_apis)
 
 
 @worker_init.connect

@@ -26,6 +26,7 @@ from assay import observability
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 # Imported for their hooks: the review queue and calibration react to scores this worker lands.
 from assay.scoring import features  # noqa: F401
+from assay.scoring.errors import AssayError
 from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import JudgeDeferred
@@ -48,7 +49,7 @@ from assay.workers.app import Queue, app, task
 from assay.workers.broker_identity import broker_identity
 from assay.workers.landing import claimed_works, defer_component, land_results
 from assay.workers.leases import lease_keeper
-from assay.workers.runtime import CallSlots, batch_client, call_slots, judge_runtime
+from assay.workers.runtime import CallSlots, batch_apis, call_slots, judge_runtime
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ def _run_part(
                         observability.component_landed(ref.queue, ref.component, result.status)
                 for ref, outcome in finished:
                     if isinstance(outcome, JudgeDeferred):
-                        deferred[ref] = (outcome, claims[ref])
+                        deferred[_named(ref, works[ref])] = (outcome, claims[ref])
                     elif isinstance(outcome, Exception):
                         # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
                         backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
@@ -231,6 +232,15 @@ def _run_part(
     finally:
         if held:
             slots.give(held)
+
+
+def _named(ref: ComponentRef, work: WorkUnit) -> ComponentRef:
+    """``ref`` naming its judge's provider and model, for what Flower shows of the task it goes back in."""
+    try:
+        judge = work.criteria.judge_for(ref.component)
+    except AssayError:
+        return ref
+    return dataclasses.replace(ref, judge=f"{judge.provider}/{judge.model}")
 
 
 def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
@@ -454,15 +464,16 @@ def span_partitions(self) -> list[str]:
 @task("scoring.provider_batches", Queue.CONTROL)
 def provider_batches(self) -> dict[str, int]:
     """The judge's batch lane, on beat's clock: send waiting batch-lane requests as provider batches,
-    poll the ones in flight, and land the results of those that ended (see scoring.batch_lane)."""
+    poll the ones in flight, and land the results of those that ended (see scoring.batch_lane). Each
+    provider batch goes through its judge's provider's batch API (``BatchAPI``)."""
     from assay.scoring.rescoring import batch_lane
 
-    client = batch_client()
-    if client is None:
+    apis = batch_apis()
+    if not apis:
         return {"skipped": 1}  # no key: batch-lane components wait (the realtime lane would skip them)
     settings = get_settings()
     catalog = load_model_catalog(settings.config_dir)
-    limits = batch_lane.Limits(settings.provider_batch_max_requests, settings.provider_batch_max_bytes)
+    cap = batch_lane.Limits(settings.provider_batch_max_requests, settings.provider_batch_max_bytes)
     report = {"sent": 0, "requests": 0, "landed_batches": 0, "to_realtime": 0}
     with rescore.run_lock("assay:provider_batches") as acquired:
         if not acquired:
@@ -473,34 +484,39 @@ def provider_batches(self) -> dict[str, int]:
         for batch_id, component in groups:
             while True:
                 with transaction() as session:
-                    prepared = batch_lane.prepare(session, batch_id, component, catalog, limits)
-                if prepared.row_id is None:
+                    prepared = batch_lane.prepare(session, batch_id, component, catalog, apis, cap)
+                if prepared.unavailable:
+                    log.info("batch %s (%s): provider %s has no key here; its requests wait", batch_id, component, prepared.unavailable)
+                if prepared.row_id is None or prepared.provider is None:
                     break
                 try:
-                    created = client.messages.batches.create(requests=prepared.requests)
+                    provider_id = apis[prepared.provider].submit(prepared.requests)
                 except Exception as exc:  # the provider did not take it: the requests wait for the next tick
                     log.warning("provider batch for batch %s (%s) not created: %s", batch_id, component, exc)
                     with transaction() as session:
                         batch_lane.release(session, prepared.row_id, f"{type(exc).__name__}: {exc}")
                     break
                 with transaction() as session:
-                    batch_lane.started(session, prepared.row_id, created.id, settings.provider_batch_interval_seconds)
+                    batch_lane.started(session, prepared.row_id, provider_id, settings.provider_batch_interval_seconds)
                 report["sent"] += 1
                 report["requests"] += len(prepared.requests)
-                log.info("batch %s: %d %s request(s) sent as provider batch %s", batch_id, len(prepared.requests), component, created.id)
+                log.info(
+                    "batch %s: %d %s request(s) sent as %s provider batch %s",
+                    batch_id, len(prepared.requests), component, prepared.provider, provider_id,
+                )
         with transaction() as session:
             due = batch_lane.due(session)
-        for row_id, provider_id in due:
-            remote = client.messages.batches.retrieve(provider_id)
+        for row_id, provider, provider_id in due:
+            api = apis.get(provider)
+            if api is None:
+                continue  # its key is gone from this process: polled again once it is back
+            state = api.poll(provider_id)
             with transaction() as session:
-                ended = batch_lane.polled(
-                    session, row_id, remote.processing_status, remote.request_counts.model_dump(),
-                    settings.provider_batch_interval_seconds,
-                )
+                ended = batch_lane.polled(session, row_id, state, settings.provider_batch_interval_seconds)
             if not ended:
                 continue
             chunk: list[Any] = []
-            for result in client.messages.batches.results(provider_id):
+            for result in api.collect(provider_id):
                 chunk.append(result)
                 if len(chunk) >= 500:
                     report["to_realtime"] += _apply_results(row_id, chunk, catalog)

@@ -780,6 +780,18 @@ class FakeState:
         }
 
 
+def script_batch_outcomes(state: FakeState, payload: Any) -> JSONResponse:
+    """``POST /_fake/batch_outcomes`` (this fake's and the OpenAI fake's): merge, answer what is pending."""
+    try:
+        update = BatchOutcomes.model_validate(payload)
+    except ValidationError as exc:
+        return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+    state.batch_outcomes.update(update.outcomes)
+    if "every_nth" in update.model_fields_set:
+        state.every_nth = update.every_nth
+    return JSONResponse(BatchOutcomes(outcomes=state.batch_outcomes, every_nth=state.every_nth).model_dump())
+
+
 def _authenticated(request: Request) -> bool:
     return bool(request.headers.get("x-api-key") or request.headers.get("authorization"))
 
@@ -997,16 +1009,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         return Response(jsonl, media_type="application/binary", headers=headers)
 
     async def script_batches(request: Request) -> Response:
-        payload = await request.json()
-        try:
-            update = BatchOutcomes.model_validate(payload)
-        except ValidationError as exc:
-            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
-        state.batch_outcomes.update(update.outcomes)
-        if "every_nth" in update.model_fields_set:
-            state.every_nth = update.every_nth
-        pending = BatchOutcomes(outcomes=state.batch_outcomes, every_nth=state.every_nth)
-        return JSONResponse(pending.model_dump())
+        return script_batch_outcomes(state, await request.json())
 
     async def script(request: Request) -> Response:
         payload = await request.json()

@@ -21,6 +21,8 @@ call's *item key*; a conversation with an assistant turn is a repair), the same 
   when scripted), 429 ``insufficient_quota`` (kind ``spend_limit``), 500, 503 (kind ``overloaded``), 401, 400.
 - ``finish_reason: length``: kind ``truncated`` cuts the answer in half; kind ``reasoning_cutoff``
   answers nothing at all (a reasoning model that spent max_completion_tokens thinking).
+- The Batch API (``/v1/files``, ``/v1/batches``), scripted with ``/_fake/batch_outcomes``: see
+  ``tests/fakes/openai_batches.py``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from tests.fakes.anthropic_server import (
     _answer,
     _item_key,
     _tokens,
+    script_batch_outcomes,
 )
 from tests.fakes.loopback import SERVER_DEFAULTS, LoopbackServer
 from tests.fakes.ratelimit import (
@@ -58,6 +61,7 @@ from tests.fakes.ratelimit import (
     openai_headers,
     retry_after,
 )
+from tests.fakes.openai_batches import BatchAPI
 
 MIN_CACHED_PREFIX_TOKENS = 1024
 # OpenAI's codes for the errors the Anthropic fake's kinds stand for.
@@ -191,6 +195,7 @@ def _error(status: int, error_type: str, code: str | None, message: str, headers
 
 def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
     state = _OpenAIState(config or FakeOpenAIConfig())
+    batches = BatchAPI(state, _invalid)
 
     async def completions(request: Request) -> Response:
         now = time.time()
@@ -263,11 +268,16 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
         return JSONResponse(state.config.model_dump())
 
     async def calls(request: Request) -> Response:
+        batches.settle_all()
         return JSONResponse(state.calls_report())
 
     async def reset(request: Request) -> Response:
         state.reset()
+        batches.reset()
         return JSONResponse({"ok": True})
+
+    async def script_batches(request: Request) -> Response:
+        return script_batch_outcomes(state, await request.json())
 
     return Starlette(
         routes=[
@@ -276,6 +286,8 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
             Route("/_fake/config", configure, methods=["POST"]),
             Route("/_fake/calls", calls, methods=["GET"]),
             Route("/_fake/reset", reset, methods=["POST"]),
+            Route("/_fake/batch_outcomes", script_batches, methods=["POST"]),
+            *batches.routes(),
         ]
     )
 

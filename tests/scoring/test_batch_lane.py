@@ -7,6 +7,8 @@ import uuid
 
 from sqlalchemy import func, select, update
 
+from assay.scoring.judge.providers.base import BatchLimits
+from assay.scoring.judge.providers.registry import build_batch_apis
 from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.rescoring import batch_lane
 from assay.scoring.store.db import transaction
@@ -16,6 +18,8 @@ from assay.settings import get_settings
 from tests.scoring.test_pipeline import make_batch, plan_all
 
 CATALOG = load_model_catalog(get_settings().config_dir)
+# Batch APIs that are never called here (prepare only encodes requests): an address nothing listens on.
+APIS = build_batch_apis(CATALOG, anthropic_key="test", anthropic_base_url="http://127.0.0.1:9", env={})
 
 
 def batch_lane_batch(n: int, **values: object) -> uuid.UUID:
@@ -44,7 +48,7 @@ def test_provider_batches_split_at_the_request_limit(clean_db):
     sizes = []
     while True:
         with transaction() as s:
-            prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(2, 10**9))
+            prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(2, 10**9))
         if prepared.row_id is None:
             break
         sizes.append(len(prepared.requests))
@@ -64,19 +68,37 @@ def test_provider_batches_split_at_the_request_limit(clean_db):
 def test_provider_batches_split_at_the_byte_limit(clean_db):
     batch_id = batch_lane_batch(3)
     with transaction() as s:
-        one = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(100, 10**9))
+        one = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(100, 10**9))
         s.rollback()
     size = max(len(str(r)) for r in one.requests)
     with transaction() as s:
-        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(100, int(size * 1.5)))
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(100, int(size * 1.5)))
     assert len(prepared.requests) == 1
 
 
 def test_a_budget_caps_what_is_sent_and_stops_the_batch_when_nothing_fits(clean_db):
     batch_id = batch_lane_batch(3, budget_usd=0.000001)
     with transaction() as s:
-        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, batch_lane.Limits(100, 10**9))
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, APIS, batch_lane.Limits(100, 10**9))
     assert prepared.row_id is None and prepared.requests == [] and prepared.budget_stopped == 3
     with transaction() as s:
         batch = s.get(Batch, batch_id)
         assert batch.status == "budget_exhausted" and batch.finished_at is not None  # nothing left to wait for
+
+
+def test_the_providers_own_batch_limits_apply_below_the_settings_caps(clean_db):
+    batch_id = batch_lane_batch(3)
+    small = build_batch_apis(CATALOG, anthropic_key="test", anthropic_base_url="http://127.0.0.1:9", env={})["anthropic"]
+    small.limits = BatchLimits(max_requests=2, max_bytes=10**9)  # as a provider capping batches at 2
+    with transaction() as s:
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, {"anthropic": small}, batch_lane.Limits(100, 10**9))
+    assert prepared.provider == "anthropic" and len(prepared.requests) == 2
+    with transaction() as s:
+        assert s.get(ProviderBatch, prepared.row_id).provider == "anthropic"
+
+
+def test_a_provider_without_its_batch_api_here_leaves_the_requests_waiting(clean_db):
+    batch_id = batch_lane_batch(2)
+    with transaction() as s:
+        prepared = batch_lane.prepare(s, batch_id, "llm_grading", CATALOG, {}, batch_lane.Limits(100, 10**9))
+    assert prepared.row_id is None and prepared.unavailable == "anthropic" and waiting(batch_id) == 2

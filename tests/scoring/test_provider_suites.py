@@ -12,6 +12,7 @@ from assay.scoring.errors import CriteriaError
 from assay.scoring.suites.loader import load_model_catalog, parse_suite
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
+REPO_ROOT = REPO_CONFIG.parent
 
 SUITE = """
 name: providers
@@ -86,9 +87,52 @@ def test_reasoning_effort_is_taken_by_reasoning_models():
     assert suite_judge(suite).parameters == {"reasoning_effort": "low"}
 
 
-def test_the_batch_lane_is_refused_for_a_provider_without_a_batch_api():
-    with pytest.raises(CriteriaError, match="judge provider 'openai' .* has no batch API"):
-        parse("provider: openai\n      model: gpt-4.1-mini", extra="rescore: {lane: batch}\n")
+def test_max_completion_tokens_is_criteria_for_reasoning_models_only():
+    plain = parse("provider: openai\n      model: gpt-5-mini\n      max_tokens: 800")
+    roomy = parse("provider: openai\n      model: gpt-5-mini\n      max_tokens: 800\n      max_completion_tokens: 8000")
+    assert suite_judge(roomy).parameters == {"max_completion_tokens": 8000}
+    assert roomy.criteria_hash != plain.criteria_hash
+    assert '"max_completion_tokens":8000' in roomy.criteria.canonical_json()
+    assert "max_completion_tokens" not in plain.criteria.canonical_json()
+    catalog = load_model_catalog(REPO_ROOT / "config")
+    assert {name for name, m in catalog.models.items() if m.reasoning} == {"gpt-5", "gpt-5-mini", "gpt-5-nano", "o4-mini"}
+
+
+@pytest.mark.parametrize(
+    ("judge", "message"),
+    [
+        (
+            "provider: openai\n      model: gpt-4.1-mini\n      max_completion_tokens: 4000",
+            "max_completion_tokens: model 'gpt-4.1-mini' of provider 'openai' does not take this parameter (it "
+            "takes: temperature, seed); reasoning_effort and max_completion_tokens are for reasoning models; remove the key",
+        ),
+        ("model: claude-haiku-5-5\n      max_completion_tokens: 4000", "takes no sampling parameters"),
+        (
+            "provider: openai\n      model: gpt-5-mini\n      max_tokens: 2000\n      max_completion_tokens: 1000",
+            "max_completion_tokens (1000) is the room for the reasoning and the answer together: it cannot be below "
+            "max_tokens (2000)",
+        ),
+    ],
+)
+def test_max_completion_tokens_where_it_does_not_belong_is_refused_in_plain_words(judge, message):
+    with pytest.raises(CriteriaError) as refused:
+        parse(judge)
+    assert message in refused.value.message
+
+
+def test_a_catalog_giving_reasoning_parameters_to_a_model_that_does_not_reason_is_refused(tmp_path: Path):
+    config = tmp_path / "config"
+    shutil.copytree(REPO_CONFIG, config)
+    text = (config / "models.yaml").read_text()
+    start = text.index("  gpt-4.1:\n")
+    end = text.index("    parameters: [temperature, seed]", start)
+    (config / "models.yaml").write_text(text[:end] + "    parameters: [max_completion_tokens]" + text[end + 35 :])
+    with pytest.raises(CriteriaError, match=r"are for reasoning models only: set reasoning: true"):
+        load_model_catalog(config)
+
+
+def test_the_batch_lane_takes_both_shipped_providers():
+    assert parse("provider: openai\n      model: gpt-4.1-mini", extra="rescore: {lane: batch}\n").options.rescore.lane == "batch"
     assert parse("model: claude-haiku-5-5", extra="rescore: {lane: batch}\n").options.rescore.lane == "batch"
 
 
@@ -113,5 +157,6 @@ def test_a_local_server_takes_any_model_priced_zero(local_config):
     assert suite_judge(suite).model == "my-finetune" and suite_judge(suite).parameters == {"temperature": 0.2}
     assert (price.input_per_mtok, price.output_per_mtok, price.cache_read_per_mtok) == (0, 0, 0)
     assert catalog.providers["local"].max_in_flight == 16 and not catalog.providers["local"].has_batch_api
-    with pytest.raises(CriteriaError, match="has no batch API"):
+    refused = "rescore.lane: batch, but judge provider 'local' (component 'quality') has no batch API"
+    with pytest.raises(CriteriaError, match=refused.replace("(", r"\(").replace(")", r"\)")):
         parse("provider: local\n      model: my-finetune", config_dir=local_config, extra="rescore: {lane: batch}\n")

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from sqlalchemy import func, select, update
 
-from assay.scoring.errors import BadRequest, Conflict
+from assay.scoring.errors import BadRequest, Conflict, CriteriaError
 from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.budgets import stop_for_budget
@@ -184,6 +184,13 @@ def test_estimate_counts_calls_tokens_and_halves_on_the_batch_lane(restore_kql):
     price = catalog.models["claude-sonnet-5-5"]
     assert realtime.cost_usd >= 5 * 1024 * price.output_per_mtok / 1e6
     assert batch_lane.cost_usd == pytest.approx(realtime.cost_usd * price.batch_discount)
+    # A run asked for on the batch lane whose judge's provider has no batch API is refused up front
+    # (the suite's own default lane was checked when it was validated; a request may ask for another).
+    no_batches = catalog.model_copy(
+        update={"providers": {**catalog.providers, "anthropic": catalog.providers["anthropic"].model_copy(update={"batch": False})}}
+    )
+    with transaction() as s, pytest.raises(CriteriaError, match="judge provider 'anthropic' .* has no batch API"):
+        rescore.estimate(s, record.current_criteria_hash, "kql", where, no_batches, "batch")
 
 
 # --- budgets ------------------------------------------------------------------------------------------------

@@ -170,6 +170,8 @@ class JudgeView:
     raw_output: str | None = None
     repaired: bool = False
     carried_over_from: str | None = None
+    judge: str | None = None  # "provider · model" that judged it (Anthropic's details name no provider)
+    lane: str | None = None  # "batch" when its answer came through the provider's batch API
 
     @property
     def breakdown_scale(self) -> int:
@@ -194,7 +196,7 @@ _JUDGE_KEYS = ("score_reasoning", "reasoning", "score_breakdown", "missing_tools
 _ANSWER_KEYS = ("scale", "label", "passed", "score")
 _SHOWN = {
     "score_reasoning", "reasoning", "score_breakdown", "breakdown", "missing_tools", "alternative_approaches",
-    "verdict", "criteria", "min", "max", "repaired", *_ANSWER_KEYS,
+    "verdict", "criteria", "min", "max", "repaired", "provider", "model", "lane", *_ANSWER_KEYS,
 }
 
 
@@ -224,6 +226,9 @@ def _judge_view(component: ScoreComponent) -> JudgeView:
         view.answer = next((details[k] for k in _ANSWER_KEYS if k in details), None)
     if isinstance(details.get("min"), int) and isinstance(details.get("max"), int):
         view.answer_range = f"{details['min']}–{details['max']}"
+    if isinstance(details.get("model"), str):
+        view.judge = f"{details.get('provider') or 'anthropic'} · {details['model']}"
+    view.lane = details.get("lane") if isinstance(details.get("lane"), str) else None
     view.other = {k: v for k, v in details.items() if k not in _SHOWN}
     return view
 

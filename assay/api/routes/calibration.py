@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import start_planner
+from assay.api.schemas import BY_PROVIDER, ProviderEstimateOut
 from assay.scoring.store.db import transaction
 from assay.scoring.suites.loader import load_model_catalog
 from assay.scoring.trust import calibration as svc
@@ -58,7 +59,7 @@ class CalibrationIn(BaseModel):
         "budget, and a run estimated over it is refused (422 budget_required)",
     )
     lane: Literal["realtime", "batch"] = Field(
-        "realtime", description="batch: judge calls through the Message Batches API (half price, slower)"
+        "realtime", description="batch: judge calls through the provider's batch API (half price, slower)"
     )
     dry_run: bool = Field(False, description="Only pick the sample and estimate the judge calls, tokens and dollars")
 
@@ -73,6 +74,7 @@ class EstimateOut(BaseModel):
     lane: str
     output_basis: str
     notes: list[str]
+    by_provider: list[ProviderEstimateOut] = Field(default_factory=list, description=BY_PROVIDER)
 
 
 class NoiseOut(BaseModel):

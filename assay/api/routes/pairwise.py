@@ -21,6 +21,7 @@ from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
 from assay.api.publish import publish_components, start_planner
 from assay.api.routes.batches import ResumeIn
+from assay.api.schemas import BY_PROVIDER, ProviderEstimateOut
 from assay.scoring.store.db import transaction
 from assay.scoring.suites.loader import load_model_catalog
 from assay.scoring.trust import pairwise as svc
@@ -57,6 +58,7 @@ class EstimateOut(BaseModel):
     lane: str
     output_basis: str
     notes: list[str]
+    by_provider: list[ProviderEstimateOut] = Field(default_factory=list, description=BY_PROVIDER)
 
 
 class PairwiseOut(BaseModel):

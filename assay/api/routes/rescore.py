@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
+from assay.api.schemas import BY_PROVIDER, ProviderEstimateOut
 from assay.scoring.rescoring import rescore as svc
 from assay.scoring.store.db import transaction
 from assay.scoring.suites.loader import load_model_catalog
@@ -37,7 +38,7 @@ class RescoreIn(BaseModel):
         "those carried over unchanged), tokens, dollars"
     )
     lane: Literal["realtime", "batch"] = Field(
-        "realtime", description="batch: judge calls through the Message Batches API (half price, slower)"
+        "realtime", description="batch: judge calls through the provider's batch API (half price, slower)"
     )
     budget_usd: float | None = Field(
         None, gt=0, le=1e9, description="Judge spend limit of the run's batch, in US dollars; null: none"
@@ -61,6 +62,7 @@ class EstimateOut(BaseModel):
         "both joined by ' + ' when judge components differ, or none",
     )
     notes: list[str]
+    by_provider: list[ProviderEstimateOut] = Field(default_factory=list, description=BY_PROVIDER)
 
 
 class RescoreOut(BaseModel):

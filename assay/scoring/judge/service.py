@@ -38,6 +38,7 @@ from assay.scoring.judge.retry import (
 )
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
 from assay.scoring.suites.loader import ModelPrice
+from assay.scoring.suites.providers import completion_limit
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,9 @@ class _Judgment:
 
     async def _send(self, messages: list[dict[str, Any]]) -> Answer:
         prompt_tokens = estimate_tokens(self.prompt.system + "".join(m["content"] for m in messages))
-        tokens = self.provider.admission_tokens(prompt_tokens, self.request.max_tokens)
+        # A reasoning model's reasoning counts against the token limit too: admitted at its whole room.
+        limit = completion_limit(self.request.max_tokens, self.request.parameters)
+        tokens = self.provider.admission_tokens(prompt_tokens, limit)
         controller = retrying(self.policy, sleep=self.sleep)
         try:
             async for attempt in controller:
@@ -257,7 +260,7 @@ class _Judgment:
             _bookkeep(self.breaker.record_success, model)
         observability.judge_call(model, answer.raw)
         for name, tokens in answer.usage.items():
-            self.usage[name] += tokens
+            self.usage[name] = self.usage.get(name, 0) + tokens
         observability.judge_usage(model, answer.usage, self.price)
         return answer
 
@@ -293,20 +296,27 @@ class _Judgment:
         self.provider.in_flight.give(lease)
 
     def _read(self, answer: Answer) -> tuple[str, pydantic.BaseModel | None, str | None]:
-        text, verdict, problem = read_answer(answer, self.request.verdict_model, self.request.max_tokens)
+        text, verdict, problem = read_answer(
+            answer, self.request.verdict_model, self.request.max_tokens, self.request.parameters
+        )
         self.last_answer = text
         return text, verdict, problem
 
 
 def read_answer(
-    answer: Answer, verdict_model: type[pydantic.BaseModel], max_tokens: int
+    answer: Answer,
+    verdict_model: type[pydantic.BaseModel],
+    max_tokens: int,
+    parameters: Mapping[str, Any] | None = None,
 ) -> tuple[str, pydantic.BaseModel | None, str | None]:
     """The answer's text and either its validated verdict or what is wrong with it (both lanes)."""
     text = answer.text
     if answer.stop == "max_tokens":
+        room = (parameters or {}).get("max_completion_tokens")
+        limit = f"max_completion_tokens={room}" if room else f"max_tokens={max_tokens}"
         if not text.strip():
-            return text, None, f"the answer was cut off at max_tokens={max_tokens} before any text (reasoning used it up)"
-        return text, None, f"the answer was cut off at max_tokens={max_tokens}"
+            return text, None, f"the answer was cut off at {limit} before any text (reasoning used it up)"
+        return text, None, f"the answer was cut off at {limit}"
     if answer.stop == "refusal":
         return text, None, "the model refused to answer"
     try:

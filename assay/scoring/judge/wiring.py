@@ -8,8 +8,10 @@ from typing import Any
 
 from assay.scoring.judge.breaker import InProcessBreaker, RedisBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits, RedisGovernor
+from assay.scoring.judge.providers.base import BatchAPI
 from assay.scoring.judge.providers.registry import (
     ProviderRegistry,
+    build_batch_apis,
     build_registry,
     in_process_in_flight,
     redis_in_flight,
@@ -39,6 +41,12 @@ def build_providers(settings: Settings, catalog: ModelCatalog) -> ProviderRegist
     else:
         in_flight = in_process_in_flight()
     return build_registry(catalog, anthropic_key=key, anthropic_base_url=settings.anthropic_base_url, in_flight=in_flight)
+
+
+def batch_apis(settings: Settings, catalog: ModelCatalog) -> dict[str, BatchAPI]:
+    """The batch API of every provider this process has a key for and that has one (the batch lane)."""
+    key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else None
+    return build_batch_apis(catalog, anthropic_key=key, anthropic_base_url=settings.anthropic_base_url)
 
 
 def governor_limits(catalog: ModelCatalog, providers: ProviderRegistry) -> dict[str, RateLimits]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -34,6 +34,9 @@ class ComponentRef:
     score_id: uuid.UUID
     component: str
     queue: str
+    # A judge component's ``provider/model``, when the publisher knows it: named in what Flower shows
+    # of the task (``argsrepr``). Not part of the identity: two refs to one component are equal.
+    judge: str | None = field(default=None, compare=False)
 
 
 class Enqueuer(Protocol):

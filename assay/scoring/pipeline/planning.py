@@ -106,6 +106,7 @@ def create_components(
     carried_rows: list[dict[str, Any]] = []
     hold = timedelta(seconds=get_settings().provider_batch_hold_seconds)
     carried = carried_results(session, [score_id for score_id, _ in scores]) if carry_over else {}
+    judges: dict[tuple[str, str], str] = {}  # (criteria hash, component) -> provider/model, for Flower
     for score_id, criteria_hash in scores:
         criteria = load_criteria(session, criteria_hash)
         for name, spec in criteria.components.items():
@@ -140,6 +141,11 @@ def create_components(
                 continue
             if queue == JUDGE_QUEUE and judge_lane == "batch":
                 row.update(status="deferred", run_after=enqueued_at + hold, reason=BATCH_LANE_WAITING)
+            elif queue in JUDGE_QUEUES:
+                if (criteria_hash, name) not in judges:
+                    judge = criteria.judge_for(name)
+                    judges[criteria_hash, name] = f"{judge.provider}/{judge.model}"
+                refs.append(ComponentRef(score_id, name, queue, judges[criteria_hash, name]))
             else:
                 refs.append(ComponentRef(score_id, name, queue))
             rows.append(row)

@@ -316,11 +316,15 @@ def summary_rows(ctx: ReportContext) -> list[list[Any]]:
         rows.append([name.replace("_", " ").title(), usage.get(name, 0)])
     rows.append(["Cache Read Ratio", s.get("cache_read_ratio")])
     rows.append([])
-    rows.append(["Component", "Weight", "OK", "Failed", "Skipped", "Mean", "Median"])
+    rows.append(["Component", "Weight", "OK", "Failed", "Skipped", "Mean", "Median", "Judge"])
     components = s.get("components") or {}
     for name, spec in ctx.criteria.components.items():
         c = components.get(name, {})
-        rows.append([name, spec.weight, c.get("ok", 0), c.get("failed", 0), c.get("skipped", 0), c.get("mean"), c.get("median")])
+        judge = ctx.criteria.judge_for(name) if spec.is_judge else None
+        rows.append(
+            [name, spec.weight, c.get("ok", 0), c.get("failed", 0), c.get("skipped", 0), c.get("mean"), c.get("median")]
+            + ([f"{judge.provider}/{judge.model}"] if judge is not None else [])
+        )
     errors = s.get("errors_by_kind") or {}
     if errors:
         rows.append([])

@@ -1,17 +1,22 @@
-"""The judge's batch lane: judge requests sent through the Anthropic Message Batches API (half price,
-results within 24 h) instead of one realtime call each. Services flush; the task commits and calls
-the provider between transactions (``assay.workers.tasks.provider_batches``).
+"""The judge's batch lane: judge requests sent through their provider's batch API (Anthropic's Message
+Batches, OpenAI's Batch API: half price, results within 24 h) instead of one realtime call each. The
+lane names no provider: it asks the provider registry's ``BatchAPI`` of the judge's provider to
+encode, submit, poll and collect (``assay.scoring.judge.providers.base``). Services flush; the task
+commits and calls the provider between transactions (``assay.workers.tasks.provider_batches``).
 
 Life of a batch-lane judge component:
 1. the planner creates it ``deferred`` with reason ``BATCH_LANE_WAITING`` and a ``run_after`` far
    beyond any realtime retry, so neither a stray message nor the reconciler sends it realtime;
-2. ``prepare`` puts up to 100,000 requests / 256 MB of one (batch, component) into a ``provider_batches``
-   row (status ``creating``) and points the components at it; committed *before* the provider is called;
+2. ``prepare`` puts the requests of one (batch, component) into a ``provider_batches`` row (status
+   ``creating``), up to the provider's own limits (Anthropic: 100,000 requests / 256 MB; OpenAI: 50,000
+   / 200 MB) and the settings' caps, one model per provider batch, and points the components at it;
+   committed *before* the provider is called;
 3. the provider accepts it: ``started`` stores its id (``in_progress``). A worker restart loses nothing:
    the id is in Postgres and beat polls it (``due`` / ``polled``) with backoff;
 4. once it has ended, ``apply_results`` reads its results (any order; ``custom_id`` = score id) through
    the realtime lane's validation: a valid verdict lands at the discounted price; an unusable answer,
-   an ``errored``, ``expired`` or ``canceled`` request goes to the realtime lane (its spend kept).
+   an errored, expired or canceled request goes to the realtime lane (its spend kept), and so does
+   every request of a provider batch that failed as a whole (``finish``).
 
 Never paid twice: a component lands once; a result for a component that landed or left the batch is
 ignored; a ``creating`` row whose provider call never returned is released after ``CREATING_TIMEOUT``
@@ -23,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +37,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assay.scoring.errors import AssayError
+from assay.scoring.judge.providers.base import BatchAPI, BatchResult, BatchState, Call
 from assay.scoring.kinds import get_kind
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.budgets import charge_score, stop_for_budget
@@ -49,6 +55,7 @@ from assay.scoring.store.models import (
 )
 from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import ModelCatalog
+from assay.scoring.suites.providers import completion_limit
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +71,16 @@ class Limits:
 
 @dataclass
 class Prepared:
-    """A provider batch ready to send (``requests``), and what could not be sent (already landed)."""
+    """A provider batch ready to send (``requests``, to ``provider``), and what could not be sent
+    (already landed). ``unavailable``: the judge's provider has no batch API in this process (no key):
+    its requests wait."""
 
     row_id: uuid.UUID | None
+    provider: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
     budget_stopped: int = 0
+    unavailable: str | None = None
 
 
 def waiting_groups(session: Session) -> list[tuple[uuid.UUID, str]]:
@@ -89,18 +100,30 @@ def waiting_groups(session: Session) -> list[tuple[uuid.UUID, str]]:
 
 
 def prepare(
-    session: Session, batch_id: uuid.UUID, component: str, catalog: ModelCatalog, limits: Limits
+    session: Session,
+    batch_id: uuid.UUID,
+    component: str,
+    catalog: ModelCatalog,
+    apis: Mapping[str, BatchAPI],
+    cap: Limits,
 ) -> Prepared:
-    """Build the next provider batch of one (batch, component): its row, its requests, its components
-    pointed at it. An item that cannot be judged fails now (as on the realtime lane); a budget that
-    cannot pay for more stops the batch (``stop_for_budget``) instead of sending."""
-    from assay.scoring.judge.providers.anthropic_messages import output_config_for
+    """Build the next provider batch of one (batch, component): its row, its requests (each encoded
+    by the judge's provider), its components pointed at it. An item that cannot be judged fails now
+    (as on the realtime lane); a budget that cannot pay for more stops the batch (``stop_for_budget``)
+    instead of sending."""
     from assay.scoring.pipeline.scorer import render_judge_prompt
 
     # No lock on the batch row: landings need it, and one provider_batches task runs at a time.
     batch = session.get(Batch, batch_id)
     if batch is None:
         return Prepared(None)
+    provider = _provider_of(session, batch.criteria_hash, component)
+    api = apis.get(provider) if provider is not None else None
+    if provider is not None and api is None:
+        return Prepared(None, provider, unavailable=provider)
+    limits = cap if api is None else Limits(
+        min(cap.max_requests, api.limits.max_requests), min(cap.max_bytes, api.limits.max_bytes)
+    )
     rows = session.execute(
         select(ScoreComponent.score_id, Score.criteria_hash, Item.payload)
         .join(Score, Score.id == ScoreComponent.score_id)
@@ -116,7 +139,7 @@ def prepare(
         .limit(limits.max_requests)
         .with_for_update(of=ScoreComponent, skip_locked=True)
     ).all()
-    prepared = Prepared(None)
+    prepared = Prepared(None, provider)
     taken: list[uuid.UUID] = []
     size = 0
     model = ""
@@ -135,22 +158,17 @@ def prepare(
             land(session, ref, ComponentResult.failed(exc.message, dict(exc.details)))
             prepared.failed += 1
             continue
+        if api is None or judge.provider != provider:
+            break  # another provider's request (a criteria change mid-batch): its own provider batch
         price = catalog.price(judge.provider, judge.model)
-        params: dict[str, Any] = {
-            "model": judge.model,
-            "max_tokens": judge.max_tokens,
-            "messages": [{"role": "user", "content": prompt.user}],
-            "output_config": output_config_for(judge.verdict.model),
-        }
-        if prompt.system:
-            params["system"] = prompt.system_blocks()
-        request = {"custom_id": str(row.score_id), "params": params}
+        messages = [{"role": "user", "content": prompt.user}]
+        call = Call(judge.model, prompt, messages, judge.max_tokens, 0.0, judge.verdict.model, judge.parameters)
+        request = api.line(str(row.score_id), call)
         encoded = len(json.dumps(request, ensure_ascii=False).encode())
         if size + encoded > limits.max_bytes or (model and judge.model != model):
-            break  # the rest go in the next provider batch
-        bound = price.batch_discount * (
-            (len(json.dumps(params)) / 3) * price.input_per_mtok + judge.max_tokens * price.output_per_mtok
-        ) / 1_000_000
+            break  # the rest go in the next provider batch (one model per provider batch)
+        room = completion_limit(judge.max_tokens, judge.parameters)  # a reasoning model's reasoning included
+        bound = price.batch_discount * ((encoded / 3) * price.input_per_mtok + room * price.output_per_mtok) / 1_000_000
         if remaining is not None and committed + bound > remaining:
             if not taken:
                 # Not even one more request fits: the budget is spent as far as new calls go, so none
@@ -170,6 +188,7 @@ def prepare(
         id=uuid.uuid4(),
         batch_id=batch_id,
         component=component,
+        provider=provider,
         model=model,
         status="creating",
         request_count=len(taken),
@@ -186,6 +205,15 @@ def prepare(
     )
     prepared.row_id = provider_batch.id
     return prepared
+
+
+def _provider_of(session: Session, criteria_hash: str, component: str) -> str | None:
+    """The provider judging ``component`` under the batch's criteria; None if it cannot be resolved
+    (then every item fails in ``prepare``, as it would on the realtime lane)."""
+    try:
+        return load_criteria(session, criteria_hash).judge_for(component).provider
+    except AssayError:
+        return None
 
 
 def started(session: Session, row_id: uuid.UUID, provider_id: str, poll_seconds: float) -> None:
@@ -225,20 +253,18 @@ def release_unconfirmed(session: Session, now: datetime | None = None) -> int:
     return len(stuck)
 
 
-def due(session: Session, now: datetime | None = None) -> list[tuple[uuid.UUID, str]]:
-    """In-flight provider batches whose next poll is due: (row id, provider id)."""
+def due(session: Session, now: datetime | None = None) -> list[tuple[uuid.UUID, str, str]]:
+    """In-flight provider batches whose next poll is due: (row id, provider, provider's id)."""
     now = now or utcnow()
     rows = session.execute(
-        select(ProviderBatch.id, ProviderBatch.provider_id).where(
+        select(ProviderBatch.id, ProviderBatch.provider, ProviderBatch.provider_id).where(
             ProviderBatch.status.in_(("in_progress", "ended")), ProviderBatch.next_poll_at <= now
         )
     ).all()
-    return [(r.id, r.provider_id) for r in rows]
+    return [(r.id, r.provider, r.provider_id) for r in rows]
 
 
-def polled(
-    session: Session, row_id: uuid.UUID, processing_status: str, counts: dict[str, int], poll_seconds: float
-) -> bool:
+def polled(session: Session, row_id: uuid.UUID, state: BatchState, poll_seconds: float) -> bool:
     """Record a poll; returns whether the provider batch has ended (its results can be read). Polls
     back off from ``poll_seconds``, doubling, to at most ten minutes."""
     now = utcnow()
@@ -246,20 +272,21 @@ def polled(
     if row is None:
         return False
     row.polls += 1
-    if processing_status == "ended":
+    if state.ended:
         row.status = "ended"
         row.ended_at = row.ended_at or now
-        row.request_counts = counts
+        row.request_counts = {**state.counts, "status": state.status}
+        if state.error:
+            row.error = state.error[:2000]
         return True
     row.next_poll_at = now + timedelta(seconds=min(MAX_POLL_SECONDS, poll_seconds * 2 ** min(row.polls - 1, 6)))
     return False
 
 
 def apply_results(
-    session: Session, row_id: uuid.UUID, results: Iterable[Any], catalog: ModelCatalog
+    session: Session, row_id: uuid.UUID, results: Iterable[BatchResult], catalog: ModelCatalog
 ) -> list[ComponentRef]:
     """Land a chunk of a provider batch's results; returns components to send on the realtime lane."""
-    from assay.scoring.judge.providers.anthropic_messages import answer_of
     from assay.scoring.judge.service import cost_usd, read_answer
     from assay.scoring.pipeline.scorer import judge_inputs_for, verdict_result
 
@@ -273,7 +300,7 @@ def apply_results(
         except ValueError:
             log.warning("provider batch %s: unknown custom_id %r ignored", row.provider_id, result.custom_id)
             continue
-        ref = ComponentRef(score_id, row.component, JUDGE_QUEUE)
+        ref = ComponentRef(score_id, row.component, JUDGE_QUEUE, f"{row.provider}/{row.model}")
         current = session.execute(
             select(ScoreComponent.status, ScoreComponent.provider_batch_id, Score.criteria_hash, Item.payload)
             .join(Score, Score.id == ScoreComponent.score_id)
@@ -282,10 +309,9 @@ def apply_results(
         ).first()
         if current is None or current.status in LANDED_COMPONENT_STATUSES or current.provider_batch_id != row_id:
             continue  # landed already (a re-read after a crash), or no longer this batch's
-        kind_of_result = result.result.type
-        if kind_of_result != "succeeded":
-            why = getattr(getattr(getattr(result.result, "error", None), "error", None), "message", None)
-            _to_realtime(session, ref, f"batch lane: request {kind_of_result}{f' ({why})' if why else ''}")
+        answer = result.answer
+        if answer is None:
+            _to_realtime(session, ref, f"batch lane: {result.problem}")
             to_realtime.append(ref)
             continue
         criteria = load_criteria(session, current.criteria_hash)
@@ -295,10 +321,9 @@ def apply_results(
             land(session, ref, ComponentResult.failed(exc.message))
             continue
         price = catalog.price(judge.provider, judge.model)
-        answer = answer_of(result.result.message)
         usage = answer.usage
         cost = cost_usd(usage, price) * price.batch_discount
-        _text, verdict, problem = read_answer(answer, judge.verdict.model, judge.max_tokens)
+        _text, verdict, problem = read_answer(answer, judge.verdict.model, judge.max_tokens, judge.parameters)
         if verdict is None:
             # The realtime lane asks again (with its one repair); this answer's price stays on the books.
             _to_realtime(session, ref, f"batch lane answer unusable ({problem}); sent to the realtime lane", usage, cost)
@@ -342,9 +367,14 @@ def finish(session: Session, row_id: uuid.UUID) -> list[ComponentRef]:
             ScoreComponent.provider_batch_id == row_id, ScoreComponent.status.not_in(LANDED_COMPONENT_STATUSES)
         )
     ).scalars().all()
-    refs = [ComponentRef(score_id, row.component, JUDGE_QUEUE) for score_id in missing]
+    refs = [ComponentRef(score_id, row.component, JUDGE_QUEUE, f"{row.provider}/{row.model}") for score_id in missing]
+    reason = (
+        f"batch lane: the provider batch failed ({row.error})"
+        if row.error
+        else "batch lane: the provider returned no result for this request"
+    )
     for ref in refs:
-        _to_realtime(session, ref, "batch lane: the provider returned no result for this request")
+        _to_realtime(session, ref, reason)
     row.status = "processed"
     row.processed_at = utcnow()
     return refs

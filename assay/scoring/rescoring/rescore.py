@@ -51,6 +51,7 @@ from assay.scoring.store.models import (
 )
 from assay.scoring.suites.criteria import current_suite, load_criteria
 from assay.scoring.suites.loader import Criteria, ModelCatalog
+from assay.scoring.suites.providers import completion_limit
 
 Lane = Literal["realtime", "batch"]
 # Scores under the current hash that mean "this item needs nothing from a re-scoring run".
@@ -138,6 +139,21 @@ def _online_items_taken(record: SuiteRecord):  # type: ignore[no-untyped-def]
 
 
 @dataclass
+class ProviderEstimate:
+    """The part of an estimate one judge provider is paid for (at its own prices)."""
+
+    judge_calls: int = 0
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
+    cost_usd: float = 0.0
+
+    def times(self, repeats: int) -> ProviderEstimate:
+        return ProviderEstimate(
+            self.judge_calls * repeats, self.input_tokens * repeats, self.output_tokens * repeats, self.cost_usd * repeats
+        )
+
+
+@dataclass
 class Estimate:
     items: int
     judge_calls: int
@@ -151,6 +167,7 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     # Judge calls a re-score will not make: the component's result carries over unchanged.
     carried_over: int = 0
+    by_provider: dict[str, ProviderEstimate] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +180,16 @@ class Estimate:
             "lane": self.lane,
             "output_basis": self.output_basis,
             "notes": self.notes,
+            "by_provider": [
+                {
+                    "provider": name,
+                    "judge_calls": part.judge_calls,
+                    "input_tokens": round(part.input_tokens),
+                    "output_tokens": round(part.output_tokens),
+                    "cost_usd": round(part.cost_usd, 6),
+                }
+                for name, part in sorted(self.by_provider.items())
+            ],
         }
 
 
@@ -184,6 +211,8 @@ def estimate(
     has none), priced from the model catalog. ``carry_judges=False`` (a calibration): no judge call
     carries over."""
     criteria = load_criteria(session, criteria_hash)
+    if lane == "batch":
+        catalog.check_batch_lane(criteria)  # before any run is made: refused, never left waiting
     items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
     judges = criteria.judge_components
     if not judges or items == 0:
@@ -195,6 +224,7 @@ def estimate(
     calls = input_tokens = output_tokens = 0.0
     cost = 0.0
     bases: list[str] = []
+    by_provider: dict[str, ProviderEstimate] = {}
     notes = [f"prompt tokens measured on {len(sampled)} sampled item(s) at ~4 characters per token"]
     for name in judges:
         left = items - carried.get(name, 0)
@@ -205,7 +235,7 @@ def estimate(
         system_tokens, user_tokens, unusable = _sample_prompt_tokens(criteria, name, kind, sampled, catalog)
         if unusable:
             notes.append(f"{name}: {unusable} sampled item(s) cannot be judged as stored (they will fail, not spend)")
-        output, basis = _typical_output_tokens(session, suite, name, judge.max_tokens)
+        output, basis = _typical_output_tokens(session, suite, name, completion_limit(judge.max_tokens, judge.parameters))
         cacheable = system_tokens >= price.min_cacheable_tokens
         per_call = (
             user_tokens * price.input_per_mtok
@@ -217,11 +247,17 @@ def estimate(
                 f"{name}: the static prompt prefix is priced as a cache read (the first call of each cache "
                 "window pays to write it)"
             )
+        spent = left * per_call * (price.batch_discount if lane == "batch" else 1.0)
         calls += left
         input_tokens += left * (system_tokens + user_tokens)
         output_tokens += left * output
-        cost += left * per_call * (price.batch_discount if lane == "batch" else 1.0)
+        cost += spent
         bases.append(basis)
+        part = by_provider.setdefault(judge.provider, ProviderEstimate())
+        part.judge_calls += left
+        part.input_tokens += left * (system_tokens + user_tokens)
+        part.output_tokens += left * output
+        part.cost_usd += spent
     total_carried = sum(carried.values())
     if total_carried:
         notes.append(
@@ -238,6 +274,7 @@ def estimate(
         " + ".join(dict.fromkeys(bases)) or "none",
         notes,
         total_carried,
+        by_provider,
     )
 
 

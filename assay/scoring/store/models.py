@@ -346,7 +346,8 @@ class ScoreComponent(Base):
 
 
 class ProviderBatch(Base):
-    """One Anthropic Message Batch holding judge requests of one component of one Assay batch.
+    """One provider batch (an Anthropic Message Batch, an OpenAI Batch) holding judge requests of one
+    component of one Assay batch, all for one model.
 
     Stored before the provider is called (status ``creating``) so a worker restart never loses track
     of a paid batch; ``provider_id`` is filled once the provider accepted it."""
@@ -358,11 +359,14 @@ class ProviderBatch(Base):
     provider_id: Mapped[str | None] = mapped_column(String(100), unique=True)
     batch_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"), index=True)
     component: Mapped[str] = mapped_column(String(64))
+    # The judge provider (config/models.yaml) whose batch API took it, and is polled for it.
+    provider: Mapped[str] = mapped_column(String(64), default="anthropic", server_default="anthropic")
     model: Mapped[str] = mapped_column(String(100))
     status: Mapped[str] = mapped_column(String(20), default="creating")
     request_count: Mapped[int] = mapped_column(Integer)
     request_bytes: Mapped[int] = mapped_column(BigInteger)
-    # What the provider reported when it ended: succeeded / errored / expired / canceled counts.
+    # What the provider reported when it ended: its counts (Anthropic: succeeded / errored / expired /
+    # canceled; OpenAI: total / completed / failed) and its final ``status``.
     request_counts: Mapped[dict[str, Any] | None]
     polls: Mapped[int] = mapped_column(Integer, default=0)
     next_poll_at: Mapped[datetime | None] = mapped_column(index=True)

@@ -3,7 +3,8 @@
 Criteria are what decides a score: prompt text, verdict schema, weights, metric arguments and
 versions (and a plug-in metric's distribution and version), judge models, max tokens, field mapping,
 threshold, and a judge's provider and the request parameters its model takes (``temperature``,
-``seed``, ``reasoning_effort``; the Anthropic API version of the installed SDK takes none of them).
+``seed``, ``reasoning_effort``, ``max_completion_tokens``; the Anthropic API version of the installed
+SDK takes none of them).
 Operational settings (enabled flags, timeouts, concurrency, keys, URLs, provider limits) live beside
 them or in ``config/models.yaml`` but stay out of the hash.
 
@@ -61,9 +62,13 @@ from assay.scoring.suites.online_rules import OnlineRules
 from assay.scoring.suites.providers import (
     JUDGE_PARAMETERS,
     REFUSED_PARAMETERS,
+    ParameterName,
     ProviderConfig,
     ReasoningEffort,
+    check_batch_lane,
+    check_completion_limit,
     check_parameters,
+    check_reasoning_parameters,
 )
 from assay.scoring.suites.yaml_reader import load_suite_yaml
 
@@ -87,6 +92,7 @@ class _JudgeParameters(_Strict):
     temperature: float | None = Field(None, ge=0, le=2)
     seed: int | None = None
     reasoning_effort: ReasoningEffort | None = None
+    max_completion_tokens: int | None = Field(None, gt=0, le=200_000)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
@@ -359,8 +365,13 @@ class ModelPrice(_Strict):
     requests_per_minute: int = Field(50, ge=1)
     input_tokens_per_minute: int = Field(30_000, ge=1)
     output_tokens_per_minute: int | None = Field(None, ge=1)  # None: as the provider's headers say
+    # A reasoning model thinks before it answers: its reasoning tokens are output tokens (billed, and
+    # counted against limits), and it alone takes reasoning_effort and max_completion_tokens.
+    reasoning: bool = False
     # The request parameters the model takes (reasoning models take reasoning_effort, not temperature).
-    parameters: list[Literal["temperature", "seed", "reasoning_effort"]] = Field(default_factory=list)
+    parameters: list[ParameterName] = Field(default_factory=list)
+
+    _reasoning_only = model_validator(mode="after")(check_reasoning_parameters)
 
 
 class ModelCatalog(_Strict):
@@ -415,12 +426,19 @@ class ModelCatalog(_Strict):
             min_cacheable_tokens=0,
             requests_per_minute=config.requests_per_minute,
             input_tokens_per_minute=config.input_tokens_per_minute,
+            reasoning=config.reasoning,
             parameters=list(config.parameters),
         )
 
     def check_parameters(self, provider: str, model: str, given: dict[str, Any]) -> None:
         accepted = list(self.price(provider, model).parameters)
         check_parameters(provider, self.provider(provider), model, accepted, given)
+
+    def check_batch_lane(self, criteria: Criteria) -> None:
+        """Refuse the batch lane (a suite's default, or a run asked for on it) for criteria with a
+        judge whose provider has no batch API."""
+        judges = {name: criteria.judge_for(name).provider for name in criteria.judge_components}
+        check_batch_lane(judges, self.provider)
 
 
 def _deprecated_models(config: ProviderConfig) -> dict[str, Any]:
@@ -456,8 +474,8 @@ def _no_sampling(data: Any) -> Any:
     sampling = sorted(REFUSED_PARAMETERS & set(data)) if isinstance(data, dict) else []
     if sampling:
         raise ValueError(
-            f"{', '.join(sampling)}: the judge sends no sampling parameters but temperature, seed and "
-            "reasoning_effort (where the model takes them); remove the key"
+            f"{', '.join(sampling)}: the judge sends no sampling parameters but temperature, seed, "
+            "reasoning_effort and max_completion_tokens (where the model takes them); remove the key"
         )
     return data
 
@@ -471,6 +489,7 @@ class _JudgeFileBase(_Strict):
     temperature: float | None = Field(None, ge=0, le=2)
     seed: int | None = None
     reasoning_effort: ReasoningEffort | None = None
+    max_completion_tokens: int | None = Field(None, gt=0, le=200_000)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -617,7 +636,10 @@ def parse_suite(
     except ValidationError as exc:
         raise CriteriaError(f"{source}: {_first_errors(exc)}") from exc
     if spec.rescore.lane == "batch":
-        _check_batch_lane(criteria, catalog, source)
+        try:  # refused now, not at 2 a.m. when the nightly run would need the provider's batch API
+            catalog.check_batch_lane(criteria)
+        except CriteriaError as exc:
+            raise CriteriaError(f"{source}: rescore.lane: batch, but {exc.message}") from exc
     for rule in spec.review.disagreement:
         unknown = [name for name in rule.components if name not in criteria.components]
         if unknown:
@@ -638,18 +660,6 @@ def parse_suite(
         online=spec.online,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
-
-
-def _check_batch_lane(criteria: Criteria, catalog: ModelCatalog, source: str) -> None:
-    """The batch lane sends every judge component through its provider's batch API: refuse a suite
-    whose judge's provider has none now, not at 2 a.m. when the nightly run would need it."""
-    for name in criteria.judge_components:
-        provider = criteria.judge_for(name).provider
-        if not catalog.provider(provider).has_batch_api:
-            raise CriteriaError(
-                f"{source}: rescore.lane: batch, but judge provider {provider!r} (component {name!r}) has no batch "
-                "API (batch: false in config/models.yaml); use lane: realtime"
-            )
 
 
 def _refuse_server_inputs(text: str, raw: dict[str, Any], source: str) -> None:
@@ -726,6 +736,7 @@ def _resolve_judge(spec: _JudgeFile, catalog: ModelCatalog, files: Path | None) 
         prompt = spec.prompt or ""
     model = catalog.resolve(spec.provider, spec.model)
     catalog.check_parameters(spec.provider, model, spec.parameters)
+    check_completion_limit(spec.max_tokens, spec.parameters)
     return JudgeCriteria(
         **spec.parameters,
         provider=spec.provider,
@@ -765,6 +776,7 @@ def _resolve_rubric(name: str, spec: _RubricJudgeFile, catalog: ModelCatalog, fi
     try:
         model = catalog.resolve(spec.provider, spec.model)
         catalog.check_parameters(spec.provider, model, spec.parameters)
+        check_completion_limit(spec.max_tokens, spec.parameters)
         template = compose_template(rubric, prompt, spec.verdict)
     except CriteriaError as exc:
         raise CriteriaError(f"{where}: {exc.message}") from exc

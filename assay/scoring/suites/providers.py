@@ -9,7 +9,8 @@ Ollama, ...). Its name and a model are criteria; its URL, key and limits are ope
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,7 +22,11 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 # The request parameters a suite may set on a judge, beside max_tokens. Each is a criterion (it
 # changes the answers) and is refused at validation for a model that does not take it.
-JUDGE_PARAMETERS = ("temperature", "seed", "reasoning_effort")
+JUDGE_PARAMETERS = ("temperature", "seed", "reasoning_effort", "max_completion_tokens")
+ParameterName = Literal["temperature", "seed", "reasoning_effort", "max_completion_tokens"]
+# What only reasoning models take (``reasoning: true`` in models.yaml): how hard to think, and the room
+# for the reasoning and the answer together.
+REASONING_PARAMETERS = frozenset({"reasoning_effort", "max_completion_tokens"})
 # Parameters no provider is sent: suites that name them are refused outright.
 REFUSED_PARAMETERS = frozenset({"top_p", "top_k"})
 
@@ -49,8 +54,10 @@ class ProviderConfig(BaseModel):
     max_in_flight: int | None = Field(None, ge=1)
     # A local server may serve any model: names not in ``models:`` are accepted, priced zero.
     any_model: bool = False
-    # What a model this provider serves accepts when ``models:`` does not say (any_model servers).
-    parameters: list[Literal["temperature", "seed", "reasoning_effort"]] = Field(default_factory=list)
+    # What a model this provider serves accepts when ``models:`` does not say (any_model servers), and
+    # whether those models reason (then they may take reasoning_effort and max_completion_tokens).
+    parameters: list[ParameterName] = Field(default_factory=list)
+    reasoning: bool = False
     # Models the provider retired or will retire, with the date: refused like the Anthropic SDK's list.
     deprecated: dict[str, dt.date] = Field(default_factory=dict)
     # Operational limits for models not in ``models:`` (any_model servers).
@@ -78,7 +85,47 @@ def check_parameters(
             "sampling parameters and rejects them; remove the key"
         )
     takes = ", ".join(accepted) if accepted else "none"
+    why = (
+        "; reasoning_effort and max_completion_tokens are for reasoning models"
+        if REASONING_PARAMETERS & set(refused)
+        else ""
+    )
     raise CriteriaError(
         f"{', '.join(refused)}: model {model!r} of provider {provider!r} does not take "
-        f"{'this parameter' if len(refused) == 1 else 'these parameters'} (it takes: {takes}); remove the key"
+        f"{'this parameter' if len(refused) == 1 else 'these parameters'} (it takes: {takes}){why}; remove the key"
     )
+
+
+def check_reasoning_parameters(model: Any) -> Any:
+    """A model in ``models:`` lists reasoning parameters only if it is a reasoning model."""
+    misplaced = sorted(REASONING_PARAMETERS & set(model.parameters)) if not model.reasoning else []
+    if misplaced:
+        raise ValueError(f"parameters {misplaced} are for reasoning models only: set reasoning: true or remove them")
+    return model
+
+
+def check_batch_lane(judges: Mapping[str, str], provider: Callable[[str], ProviderConfig]) -> None:
+    """Refuse the batch lane when a judge component's provider (``judges``: component -> provider)
+    has no batch API."""
+    for component, name in judges.items():
+        if not provider(name).has_batch_api:
+            raise CriteriaError(
+                f"judge provider {name!r} (component {component!r}) has no batch API (batch: false in "
+                "config/models.yaml); use lane: realtime"
+            )
+
+
+def completion_limit(max_tokens: int, parameters: Mapping[str, Any]) -> int:
+    """The most output tokens one call may spend: a reasoning model's ``max_completion_tokens`` (its
+    reasoning and its answer together) when the suite sets it, else ``max_tokens``. What a call is
+    admitted for against a token limit and budgeted at."""
+    return int(parameters.get("max_completion_tokens") or max_tokens)
+
+
+def check_completion_limit(max_tokens: int, parameters: Mapping[str, Any]) -> None:
+    limit = parameters.get("max_completion_tokens")
+    if limit is not None and limit < max_tokens:
+        raise CriteriaError(
+            f"max_completion_tokens ({limit}) is the room for the reasoning and the answer together: it "
+            f"cannot be below max_tokens ({max_tokens}); raise it or leave it out"
+        )

@@ -126,6 +126,7 @@ def plan(session: Session, suite: str, sample: int, repeats: int, lane: Lane, ca
             "and repeat (a judge's answer never carries over in a calibration)",
         ],
         carried_over=0,
+        by_provider={name: part.times(repeats) for name, part in once.by_provider.items()},
     )
     return CalibrationPlan(record.name, record.current_criteria_hash, item_ids, repeats, total)
 

@@ -189,9 +189,7 @@ def plan(
     record = current_suite(session, suite)
     criteria = pairwise_criteria(record, catalog)
     if lane == "batch":
-        provider = criteria.judge_for(A_FIRST).provider
-        if not catalog.provider(provider).has_batch_api:
-            raise InvalidInput(f"lane batch: judge provider {provider!r} has no batch API; use lane realtime")
+        catalog.check_batch_lane(criteria)
     criteria_hash = register_criteria(session, criteria)
     sides = []
     for batch_id in batch_ids:

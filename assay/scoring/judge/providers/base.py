@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -55,6 +55,53 @@ class Provider(Protocol):
     def describe_error(self, exc: BaseException) -> str: ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """What one provider batch may hold, as the provider's batch API caps it."""
+
+    max_requests: int
+    max_bytes: int  # the encoded request lines (``BatchAPI.line``) together
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """A provider batch as a poll saw it: ``ended`` once its results can be read (whether every
+    request succeeded, some expired, or the batch failed as a whole)."""
+
+    ended: bool
+    status: str  # the provider's own word for it (in_progress, finalizing, expired, failed, ...)
+    counts: dict[str, int]
+    error: str | None = None  # why the batch failed as a whole (then it has no results)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One request's result: an ``Answer``, or why there is none (errored, expired, canceled)."""
+
+    custom_id: str
+    answer: Answer | None
+    problem: str | None = None
+
+
+class BatchAPI(Protocol):
+    """A provider's batch API, as the judge's batch lane uses it (``assay.scoring.rescoring.batch_lane``):
+    the lane never names a provider. Synchronous: the lane runs on beat's clock, a few calls a tick."""
+
+    name: str
+    limits: BatchLimits
+
+    def line(self, custom_id: str, call: Call) -> dict[str, Any]:
+        """``call`` as one request of a provider batch (its JSON size counts toward ``limits.max_bytes``)."""
+
+    def submit(self, lines: list[dict[str, Any]]) -> str:
+        """Send the requests as one provider batch; returns the provider's id for it."""
+
+    def poll(self, provider_id: str) -> BatchState: ...
+
+    def collect(self, provider_id: str) -> Iterator[BatchResult]:
+        """Every result of an ended provider batch, in any order (matched by ``custom_id``)."""
 
 
 def describe_sdk_error(provider: str, exc: BaseException) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from assay.scoring.judge.inflight import InFlight, InProcessInFlight, RedisInFlight
-from assay.scoring.judge.providers.base import Provider
+from assay.scoring.judge.providers.base import BatchAPI, Provider
 from assay.scoring.suites.loader import ModelCatalog
 from assay.scoring.suites.providers import ProviderConfig
 
@@ -78,6 +78,31 @@ def build_registry(
             client = openai_chat.make_client(key, config.base_url, timeout)
             providers[name] = openai_chat.OpenAIProvider(name, config, client, cap)
     return ProviderRegistry(providers, missing)
+
+
+def build_batch_apis(
+    catalog: ModelCatalog,
+    *,
+    anthropic_key: str | None,
+    anthropic_base_url: str | None,
+    timeout: float = 120.0,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, BatchAPI]:
+    """The batch API of every provider of ``catalog`` that has one (``batch: true``) and its key."""
+    from assay.scoring.judge.providers import anthropic_messages, openai_chat
+
+    env = os.environ if env is None else env
+    apis: dict[str, BatchAPI] = {}
+    for name, config in catalog.providers.items():
+        key = api_key_for(name, config, anthropic_key, env)
+        if not config.has_batch_api or key is None:
+            continue
+        if config.type == "anthropic":
+            client = anthropic_messages.make_batch_client(key, config.base_url or anthropic_base_url, timeout)
+            apis[name] = anthropic_messages.AnthropicBatches(name, client)
+        else:
+            apis[name] = openai_chat.OpenAIBatches(name, config, openai_chat.make_batch_client(key, config.base_url, timeout))
+    return apis
 
 
 def configured_routes(catalog: ModelCatalog, env: Mapping[str, str] | None = None) -> list[str]:
