@@ -29,11 +29,9 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -55,15 +53,14 @@ from assay.scoring.judge.verdicts import VerdictType, verdict_type
 from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
+from assay.scoring.suites.catalog import ModelCatalog, load_model_catalog
 from assay.scoring.suites.envsubst import substitute_tree
-from assay.scoring.suites.pairwise import check_section as check_pairwise
 from assay.scoring.suites.online_rules import OnlineRules
+from assay.scoring.suites.pairwise import check_section as check_pairwise
 from assay.scoring.suites.providers import (
     JUDGE_PARAMETERS,
     REFUSED_PARAMETERS,
-    ProviderConfig,
     ReasoningEffort,
-    check_parameters,
 )
 from assay.scoring.suites.yaml_reader import load_suite_yaml
 
@@ -341,111 +338,6 @@ class Suite(BaseModel):
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept: the byte string the criteria hash is taken over."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-# --- models and prices -------------------------------------------------------------------------
-
-
-class ModelPrice(_Strict):
-    provider: str
-    input_per_mtok: float = Field(..., ge=0)
-    output_per_mtok: float = Field(..., ge=0)
-    cache_write_per_mtok: float = Field(..., ge=0)
-    cache_read_per_mtok: float = Field(..., ge=0)
-    batch_discount: float = Field(0.5, gt=0, le=1)
-    context_window: int = Field(..., gt=0)
-    min_cacheable_tokens: int = Field(..., ge=0)
-    # Operational limits for the shared rate governor (your account's tier), not prices.
-    requests_per_minute: int = Field(50, ge=1)
-    input_tokens_per_minute: int = Field(30_000, ge=1)
-    # The request parameters the model takes (reasoning models take reasoning_effort, not temperature).
-    parameters: list[Literal["temperature", "seed", "reasoning_effort"]] = Field(default_factory=list)
-
-
-class ModelCatalog(_Strict):
-    providers: dict[str, ProviderConfig]
-    models: dict[str, ModelPrice]
-
-    @model_validator(mode="after")
-    def _models_have_providers(self) -> ModelCatalog:
-        orphans = sorted(name for name, m in self.models.items() if m.provider not in self.providers)
-        if orphans:
-            raise ValueError(f"models {orphans} name a provider that providers: does not configure")
-        return self
-
-    def provider(self, name: str) -> ProviderConfig:
-        if name not in self.providers:
-            raise CriteriaError(f"unknown judge provider {name!r}; known: {', '.join(sorted(self.providers))}")
-        return self.providers[name]
-
-    def resolve(self, provider: str, model: str) -> str:
-        """An empty model means the provider's default; the result is a concrete, known, current name."""
-        config = self.provider(provider)
-        name = model.strip() or config.default_model
-        deprecated = _deprecated_models(config)
-        if name in deprecated:
-            raise CriteriaError(f"judge model {name!r} is deprecated (end of life {deprecated[name]}); pick a current one")
-        known = self.models.get(name)
-        if known is not None and known.provider != provider:
-            raise CriteriaError(f"judge model {name!r} is served by provider {known.provider!r}, not {provider!r}")
-        if known is None and not config.any_model:
-            served = sorted(n for n, m in self.models.items() if m.provider == provider)
-            raise CriteriaError(
-                f"judge model {name!r} has no price in config/models.yaml; known for {provider}: {', '.join(served)}"
-            )
-        return name
-
-    def price(self, provider: str, model: str) -> ModelPrice:
-        """What ``model`` costs and may do: its entry in ``models:``, or, on a provider that serves any
-        model (a local server), nothing at the provider's limits."""
-        known = self.models.get(model)
-        if known is not None and known.provider == provider:
-            return known
-        config = self.provider(provider)
-        if not config.any_model:
-            raise CriteriaError(f"judge model {model!r} of provider {provider!r} is not in config/models.yaml")
-        return ModelPrice(
-            provider=provider,
-            input_per_mtok=0,
-            output_per_mtok=0,
-            cache_write_per_mtok=0,
-            cache_read_per_mtok=0,
-            context_window=config.context_window,
-            min_cacheable_tokens=0,
-            requests_per_minute=config.requests_per_minute,
-            input_tokens_per_minute=config.input_tokens_per_minute,
-            parameters=list(config.parameters),
-        )
-
-    def check_parameters(self, provider: str, model: str, given: dict[str, Any]) -> None:
-        accepted = list(self.price(provider, model).parameters)
-        check_parameters(provider, self.provider(provider), model, accepted, given)
-
-
-def _deprecated_models(config: ProviderConfig) -> dict[str, Any]:
-    """The provider's retired models and their dates: the installed Anthropic SDK's list for the
-    anthropic type (its source of truth), and the list shipped in models.yaml for every provider."""
-    deprecated: dict[str, Any] = dict(config.deprecated)
-    if config.type == "anthropic":
-        from anthropic.resources.messages.messages import DEPRECATED_MODELS
-
-        deprecated.update(DEPRECATED_MODELS)
-    return deprecated
-
-
-@lru_cache(maxsize=8)
-def _load_catalog(path: Path, mtime: float) -> ModelCatalog:
-    try:
-        return ModelCatalog.model_validate(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        raise CriteriaError(f"cannot load model catalog {path}: {exc}") from exc
-
-
-def load_model_catalog(config_dir: Path) -> ModelCatalog:
-    path = config_dir / "models.yaml"
-    if not path.is_file():
-        raise CriteriaError(f"model catalog {path} not found")
-    return _load_catalog(path, path.stat().st_mtime)
 
 
 # --- loading suite files -------------------------------------------------------------------------
