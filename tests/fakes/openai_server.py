@@ -158,7 +158,7 @@ class _OpenAIState(FakeState):
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 4096)
         # The shared answer code reads the schema where Anthropic requests carry it.
         schema = _schema_of(body)
-        shaped = {"max_tokens": max_tokens, "output_config": {"format": {"type": "json_schema", "schema": schema}} if schema else {}}
+        shaped = {"model": body["model"], "max_tokens": max_tokens, "output_config": {"format": {"type": "json_schema", "schema": schema}} if schema else {}}
         reasoning = self.config.reasoning_tokens if is_reasoning_model(body["model"]) else 0
         if kind == "reasoning_cutoff":
             text, finish, output_tokens, reasoning = "", "length", 0, max_tokens
@@ -211,7 +211,7 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
             return _error(400, "invalid_request_error", None, problem, headers)
 
         item_key = _item_key(body["messages"])
-        behaviour = state.next_behaviour()
+        behaviour = state.next_behaviour(body["model"])
         call = state.record_call(body, item_key, behaviour.kind, now)
         call["repair"] = any(m.get("role") == "assistant" for m in body["messages"])
         call["request"] = {k: v for k, v in body.items() if k != "messages"}

@@ -9,9 +9,10 @@ Ollama, ...). Its name and a model are criteria; its URL, key and limits are ope
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from assay.scoring.errors import CriteriaError
 
@@ -82,3 +83,29 @@ def check_parameters(
         f"{', '.join(refused)}: model {model!r} of provider {provider!r} does not take "
         f"{'this parameter' if len(refused) == 1 else 'these parameters'} (it takes: {takes}); remove the key"
     )
+
+
+def without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` without those of ``keys`` whose value is None: optional fields added after criteria
+    were first hashed must not appear in the dump of criteria that do not use them."""
+    return {k: v for k, v in data.items() if not (k in keys and v is None)}
+
+
+class JudgeParameters(BaseModel):
+    """A judge's request parameters, where its model takes them (criteria: they change the answers).
+    Unset ones stay out of the dump, so criteria written before they existed hash as they always did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(None, ge=0, le=2)
+    seed: int | None = None
+    reasoning_effort: ReasoningEffort | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        return without_none(handler(self), JUDGE_PARAMETERS)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The parameters set, as the provider is sent them."""
+        return {name: getattr(self, name) for name in JUDGE_PARAMETERS if getattr(self, name) is not None}
