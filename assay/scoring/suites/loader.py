@@ -17,6 +17,8 @@ A suite has judge components of two forms, any mix of them with metrics:
   registered by name (``judge.verdicts``);
 - a rubric judge, ``judge: {rubric, verdict, prompt?, model?, ...}``: its own judge call with the
   verdict type written in the suite (``judge.rubrics``).
+- a jury, a rubric judge naming ``judges:`` (``suites.jury``): one judge call per member, each a row of
+  the score (``component@member``), aggregated into the component once they have landed.
 
 ``Criteria.judge_for(component)`` gives either form as one ``ResolvedJudge``.
 """
