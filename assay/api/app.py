@@ -31,6 +31,7 @@ from assay.api.routes import (
 from assay.api.routes import calibration as calibration_routes
 from assay.api.routes import pairwise as pairwise_routes
 from assay.api.routes import compare as compare_routes
+from assay.api.routes import juries as jury_routes
 from assay.api.routes import labels as label_routes
 from assay.api.routes import online as online_routes
 from assay.api.routes import otlp as otlp_routes
@@ -92,6 +93,7 @@ def create_app() -> FastAPI:
     app.include_router(compare_routes.router)
     app.include_router(review.router)
     app.include_router(label_routes.router)
+    app.include_router(jury_routes.router)
     app.include_router(otlp_routes.router)
     app.include_router(online_routes.router)
     install_dashboard(app)

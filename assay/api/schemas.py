@@ -131,6 +131,9 @@ class ComponentOut(BaseModel):
     raw_output: str | None = Field(
         None, description="A judge component's raw answer when it was unusable (kept as it came, for a look)"
     )
+    cost_usd: float = Field(
+        0.0, description="What this component's judge calls cost (a jury member's its own; a jury's, nothing: its members paid)"
+    )
     carried_over_from: str | None = Field(
         None,
         description="Set when a re-score copied this result unchanged (same component specification, same "

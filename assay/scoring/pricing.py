@@ -13,7 +13,7 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cac
 
 
 class Price(Protocol):
-    """USD per million tokens (``assay.scoring.suites.loader.ModelPrice`` is one)."""
+    """USD per million tokens (``assay.scoring.suites.catalog.ModelPrice`` is one)."""
 
     input_per_mtok: float
     output_per_mtok: float

@@ -251,8 +251,7 @@ def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
         return runtime
     calls: Counter[str] = Counter()  # by route: the breaker's and governor's key
     for ref, work in works.items():
-        spec = work.criteria.components.get(ref.component)
-        if spec is None or not spec.is_judge:
+        if not work.criteria.is_judge_call(ref.component):
             continue
         judge = work.criteria.judge_for(ref.component)
         provider = runtime.providers.get(judge.provider)

@@ -220,6 +220,14 @@ class FakeConfig(BaseModel):
         "'### Output B' in the user message (the default pairwise prompt).",
     )
     pairwise_marker: str = Field("[BEST]", min_length=1, description="What pairwise_preference marker looks for.")
+    model_answers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="By model name: fields set in every schema-following answer of that model "
+        "(a scripted juror: {'contrarian': {'passed': False}} always fails the output).",
+    )
+    model_kinds: dict[str, BehaviourKind] = Field(
+        default_factory=dict, description="By model name: what unscripted calls to that model answer instead of "
+        "default_kind (a juror that always fails: {'broken': 'server_error'}).",
+    )
 
 
 BatchOutcome = Literal["succeeded", "errored", "expired", "malformed", "out_of_range", "truncated"]
@@ -622,7 +630,9 @@ class FakeState:
         self.default_draws = random.Random(0)  # which unscripted calls default_share picks: repeatable
         self.answers_per_key: Counter[str] = Counter()  # first calls answered per item key (repeat_spread)
 
-    def next_behaviour(self) -> Behaviour:
+    def next_behaviour(self, model: str = "") -> Behaviour:
+        if not self.script and model in self.config.model_kinds:
+            return Behaviour(kind=self.config.model_kinds[model])
         if not self.script:
             if self.config.default_share < 1 and self.default_draws.random() >= self.config.default_share:
                 return Behaviour(kind="ok")
@@ -852,7 +862,7 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
             headers.update(state.ratelimit_headers(now))
             headers["retry-after"] = retry_after(wait)
             return _error_response(429, "rate_limit_error", _ERRORS["rate_limit"][2], headers)
-        behaviour = state.next_behaviour()
+        behaviour = state.next_behaviour(body["model"])
         call = state.record_call(body, item_key, behaviour.kind, now, limit_tokens=input_tokens)
         headers.update(state.ratelimit_headers(now))
         headers.update(behaviour.headers)
@@ -1076,6 +1086,8 @@ def _answer(
         text = json.dumps(preferred)
     else:
         answer = schema_answer(schema, item_key, config.min_array_items, repeat=repeat, spread=config.repeat_spread)
+        if isinstance(answer, dict):
+            answer.update(config.model_answers.get(body.get("model", ""), {}))
         text = json.dumps(answer)
 
     max_tokens = int(body["max_tokens"])

@@ -158,7 +158,7 @@ class _OpenAIState(FakeState):
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 4096)
         # The shared answer code reads the schema where Anthropic requests carry it.
         schema = _schema_of(body)
-        shaped = {"max_tokens": max_tokens, "output_config": {"format": {"type": "json_schema", "schema": schema}} if schema else {}}
+        shaped = {"model": body["model"], "max_tokens": max_tokens, "output_config": {"format": {"type": "json_schema", "schema": schema}} if schema else {}}
         reasoning = self.config.reasoning_tokens if is_reasoning_model(body["model"]) else 0
         if kind == "reasoning_cutoff":
             text, finish, output_tokens, reasoning = "", "length", 0, max_tokens
@@ -223,7 +223,7 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
             headers["retry-after"] = retry_after(wait)
             message = "Rate limit reached for requests or tokens per min. Please try again later."
             return _error(429, "requests", "rate_limit_exceeded", message, headers)
-        behaviour = state.next_behaviour()
+        behaviour = state.next_behaviour(body["model"])
         call = state.record_call(body, item_key, behaviour.kind, now, limit_tokens=prompt_tokens + max_tokens)
         call["repair"] = any(m.get("role") == "assistant" for m in body["messages"])
         call["request"] = {k: v for k, v in body.items() if k != "messages"}

@@ -71,13 +71,13 @@ def land_refs(refs: list[ComponentRef], judge: dict[uuid.UUID, ComponentResult] 
             land(s, ref, result)
 
 
-def rescore_run() -> uuid.UUID:
+def rescore_run(suite: str = "kql") -> uuid.UUID:
     """A manual re-score run (stale and never-scored items) as the worker builds it; returns its batch
     (not planned yet)."""
     selection = rescore.Selection()
     with transaction() as s:
         batch_id = rescore.begin_run(
-            s, "kql", selection, triggered_by="test", lane="realtime", budget_usd=None, scheduled=False
+            s, suite, selection, triggered_by="test", lane="realtime", budget_usd=None, scheduled=False
         ).id
     after = None
     while True:

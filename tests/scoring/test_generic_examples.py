@@ -25,6 +25,7 @@ RUNS = {
     "faithfulness.yaml": "rag.jsonl",
     "relevance.yaml": "relevance.jsonl",
     "instruction_following.yaml": "instructions.jsonl",
+    "jury.yaml": "correctness.jsonl",
 }
 # Only short section labels ("### Output") may follow the first per-item placeholder.
 MAX_FIXED_AFTER_ITEM = 200
@@ -121,3 +122,15 @@ def test_instruction_following_example_checks_the_json(tmp_path: Path) -> None:
     assert _scores(rows["ins-2"])["shape"] == ("ok", 0.0)  # four tags, the schema allows three
     assert rows["ins-3"]["error_message"] == "valid_json: score 0.00 is below its min_score 1.00"
     assert rows["ins-3"]["passed"] is False
+
+
+def test_jury_example_skips_its_jury_below_the_quorum_without_keys(tmp_path: Path) -> None:
+    rows = _run("jury.yaml", tmp_path)
+    assert set(rows) == {"101", "102", "103"}
+    for row in rows.values():
+        assert row["status"] == "completed" and row["partial"] is True
+        jury = row["components"]["correct"]
+        assert jury["status"] == "skipped"
+        assert jury["reason"].startswith("jury: 0 of 3 members answered, fewer than min_members 2")
+        assert row["components"]["correct@sonnet"]["status"] == "skipped"
+    assert _scores(rows["101"])["close_to_reference"] == ("ok", 1.0)

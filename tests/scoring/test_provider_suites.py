@@ -3,7 +3,6 @@ config/models.yaml when the suite is validated; existing Anthropic suites hash a
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -134,19 +133,6 @@ def test_a_catalog_giving_reasoning_parameters_to_a_model_that_does_not_reason_i
 def test_the_batch_lane_takes_both_shipped_providers():
     assert parse("provider: openai\n      model: gpt-4.1-mini", extra="rescore: {lane: batch}\n").options.rescore.lane == "batch"
     assert parse("model: claude-haiku-5-5", extra="rescore: {lane: batch}\n").options.rescore.lane == "batch"
-
-
-@pytest.fixture
-def local_config(tmp_path: Path) -> Path:
-    """The shipped config with the commented local (vLLM) provider switched on."""
-    config = tmp_path / "config"
-    shutil.copytree(REPO_CONFIG, config)
-    text = (config / "models.yaml").read_text()
-    start = text.index("  # local:")
-    end = text.index("  # Ollama")
-    block = "\n".join(line.replace("  # ", "  ", 1) for line in text[start:end].splitlines())
-    (config / "models.yaml").write_text(text.replace("providers:\n", f"providers:\n{block}\n", 1))
-    return config
 
 
 def test_a_local_server_takes_any_model_priced_zero(local_config):

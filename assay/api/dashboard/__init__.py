@@ -20,6 +20,7 @@ def install(app: Any) -> None:
 
     from assay.api.dashboard.agreement_pages import router as agreement_router
     from assay.api.dashboard.compare_pages import router as compare_router
+    from assay.api.dashboard.jury_pages import router as jury_router
     from assay.api.dashboard.online_pages import router as online_router
     from assay.api.dashboard.pairwise_pages import router as pairwise_router
     from assay.api.dashboard.review_pages import router as review_router
@@ -29,6 +30,7 @@ def install(app: Any) -> None:
         return
     app.include_router(router)
     app.include_router(agreement_router)
+    app.include_router(jury_router)
     app.include_router(compare_router)
     app.include_router(pairwise_router)
     app.include_router(review_router)

@@ -172,6 +172,10 @@ class JudgeView:
     carried_over_from: str | None = None
     judge: str | None = None  # "provider · model" that judged it (Anthropic's details name no provider)
     lane: str | None = None  # "batch" when its answer came through the provider's batch API
+    cost_usd: float = 0.0
+    # A jury's members as it aggregated them: name -> provider, model, weight, status, verdict, score,
+    # reasoning (or reason), cost_usd; with ``aggregate``, ``answered``, ``min_members`` beside them.
+    jury: dict[str, Any] = field(default_factory=dict)
 
     @property
     def breakdown_scale(self) -> int:
@@ -196,7 +200,7 @@ _JUDGE_KEYS = ("score_reasoning", "reasoning", "score_breakdown", "missing_tools
 _ANSWER_KEYS = ("scale", "label", "passed", "score")
 _SHOWN = {
     "score_reasoning", "reasoning", "score_breakdown", "breakdown", "missing_tools", "alternative_approaches",
-    "verdict", "criteria", "min", "max", "repaired", "provider", "model", "lane", *_ANSWER_KEYS,
+    "verdict", "criteria", "min", "max", "repaired", "provider", "model", "lane", "jury", *_ANSWER_KEYS,
 }
 
 
@@ -211,7 +215,10 @@ def _judge_view(component: ScoreComponent) -> JudgeView:
         raw_output=component.raw_output,
         repaired=bool(details.get("repaired")),
         carried_over_from=str(component.carried_over_from) if component.carried_over_from else None,
+        cost_usd=component.cost_usd or 0.0,
     )
+    if isinstance(details.get("jury"), dict):
+        view.jury = details["jury"]
     view.reasoning = merged.get("score_reasoning") or merged.get("reasoning")
     breakdown = merged.get("score_breakdown") or merged.get("breakdown")
     view.breakdown = ordered_breakdown(breakdown) if isinstance(breakdown, dict) else {}
@@ -245,9 +252,10 @@ def judge_views(score: Score, judge_components: list[str] | None = None) -> list
 
 
 def judge_component_names(session: Session, criteria_hash: str) -> list[str] | None:
-    """The judge components of a criteria version, in its order; None when it is not stored."""
+    """The judge components of a criteria version, a jury's members before it, in its order; None
+    when it is not stored."""
     try:
-        return load_criteria(session, criteria_hash).judge_components
+        return load_criteria(session, criteria_hash).judged_rows
     except NotFound:
         return None
 

@@ -351,7 +351,7 @@ def _score_cards(session: Any, scores: list[Score], kind: str) -> list[dict[str,
         try:
             criteria = load_criteria(session, s.criteria_hash)
             threshold: float | None = criteria.threshold
-            judges: list[str] | None = criteria.judge_components
+            judges: list[str] | None = criteria.judged_rows  # a jury's members each have a panel
         except NotFound:
             threshold, judges = None, None
         view = score_view(s, threshold=threshold, current_hash=current.get(s.suite_name))

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import and_, delete, func, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
 from assay.scoring.errors import BadRequest, Conflict, NotFound, Pruned
 from assay.scoring.pipeline.budgets import BUDGET_EXHAUSTED
 from assay.scoring.pipeline.components import ComponentRef
+from assay.scoring.pipeline.planning import DERIVED_WAITING
 from assay.scoring.pipeline.summaries import batch_counts, batch_summary
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
@@ -27,6 +28,7 @@ from assay.scoring.store.models import (
     ScoreComponent,
     utcnow,
 )
+from assay.scoring.suites.criteria import load_criteria
 
 RESULT_FILTERS = ("all", "finished", "passed", "failed", "errored")
 
@@ -200,7 +202,16 @@ def _reactivate(
             )
             .returning(ScoreComponent.score_id, ScoreComponent.component, ScoreComponent.queue)
         ).all()
-        refs.extend(ComponentRef(r.score_id, r.component, r.queue) for r in rows)
+        # A jury waits for its members again, unpublished, as when it was planned.
+        hashes = dict(session.execute(select(Score.id, Score.criteria_hash).where(Score.id.in_(chunk))).all())
+        derived = [(r.score_id, r.component) for r in rows if load_criteria(session, hashes[r.score_id]).members_of(r.component)]
+        if derived:
+            session.execute(
+                update(ScoreComponent)
+                .where(tuple_(ScoreComponent.score_id, ScoreComponent.component).in_(derived))
+                .values(status="deferred", reason=DERIVED_WAITING)
+            )
+        refs.extend(ComponentRef(r.score_id, r.component, r.queue) for r in rows if (r.score_id, r.component) not in derived)
         landed = (
             select(func.count())
             .where(ScoreComponent.score_id == Score.id, ScoreComponent.status.in_(LANDED_COMPONENT_STATUSES))

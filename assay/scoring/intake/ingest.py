@@ -369,7 +369,7 @@ class BatchWriter:
         self._scores: list[dict[str, Any]] = []
         self.result: IngestResult | None = None
         self.criteria = self._load_criteria()
-        self._components_total = len(self.criteria.components)
+        self._components_total = len(self.criteria.rows)
         self._datasets: dict[str, str] = {}
         self._copier: _CopyThread | None = None
 

@@ -37,8 +37,8 @@ from assay.scoring.judge.retry import (
     retrying,
 )
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
-from assay.scoring.suites.loader import ModelPrice
 from assay.scoring.suites.providers import completion_limit
+from assay.scoring.suites.catalog import ModelPrice
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,11 @@ from sqlalchemy.orm import Session
 
 from assay.scoring.errors import AssayError
 from assay.scoring.pipeline.components import COMPONENTS as _components
-from assay.scoring.pipeline.components import METRICS_QUEUES
+from assay.scoring.pipeline.components import METRICS_QUEUES, ComponentRef
 from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.finalize import FINALIZING_COLUMNS, finalize_score
+from assay.scoring.pipeline.hooks import derived_landings
+from assay.scoring.pipeline.landing import Landing, land_many
 from assay.scoring.store.db import dialect_insert
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import (
@@ -116,7 +118,7 @@ def carried_results(session: Session, score_ids: Sequence[uuid.UUID]) -> dict[tu
         if key not in fingerprints:
             try:
                 criteria = load_criteria(session, criteria_hash)
-                fingerprints[key] = criteria.component_fingerprint(component) if component in criteria.components else None
+                fingerprints[key] = criteria.component_fingerprint(component) if component in criteria.rows else None
             except (AssayError, ValidationError):
                 # Criteria this code can no longer read: nothing of it is carried.
                 fingerprints[key] = None
@@ -138,9 +140,16 @@ def land_carried(session: Session, carried_rows: list[dict[str, Any]]) -> None:
     """Insert carried-over components as landed, count them on their scores, and finalize a score
     they complete. Only rows inserted now are counted: planning a chunk twice counts nothing twice."""
     inserted = session.execute(
-        dialect_insert(session)(ScoreComponent).on_conflict_do_nothing().returning(_c.score_id), carried_rows
-    ).scalars().all()
-    for score_id, landed in Counter(inserted).items():
+        dialect_insert(session)(ScoreComponent).on_conflict_do_nothing().returning(_c.score_id, _c.component),
+        carried_rows,
+    ).all()
+    landed_rows: list[tuple[uuid.UUID, str, str]] = []
+    for score_id, landed in Counter(score_id for score_id, _ in inserted).items():
         score = session.execute(_BUMP_CARRIED, {"b_score_id": score_id, "b_landed": landed}).one()
         if score.components_landed == score.components_total:
             finalize_score(session, score_id, score=score)
+        landed_rows += [(found, component, score.criteria_hash) for found, component in inserted if found == score_id]
+    # Members carried over whose jury did not (its aggregation changed): the jury lands from them now.
+    derived = derived_landings(session, landed_rows)
+    if derived:
+        land_many(session, [Landing(ComponentRef(score_id, component, ""), result) for score_id, component, result in derived])

@@ -46,7 +46,9 @@ class Enqueuer(Protocol):
 
 
 def queue_for(criteria: Criteria, component: str, *, online: bool = False) -> str:
-    if criteria.components[component].is_judge:
+    """The queue of a component row: a judge's (a jury's members, and the jury they land) or a metric's."""
+    spec = criteria.components.get(component)
+    if spec is None or spec.is_judge:
         return ONLINE_JUDGE_QUEUE if online else JUDGE_QUEUE
     return ONLINE_METRICS_QUEUE if online else METRICS_QUEUE
 
@@ -76,7 +78,7 @@ def pending_score(
         criteria_hash=criteria_hash,
         status="pending",
         partial=False,
-        components_total=len(criteria.components),
+        components_total=len(criteria.rows),
         components_landed=0,
         cost_usd=0.0,
         triggered_by=triggered_by[:255],

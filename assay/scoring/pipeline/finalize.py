@@ -158,7 +158,10 @@ def finalize_scores(
     for score_id, row in active.items():
         criteria = kinds[score_id]
         kind = get_kind(criteria.kind)
-        comps = comps_of[score_id]
+        rows = comps_of[score_id]
+        # A jury member's row is part of its jury's result, not a component of the total: a member that
+        # failed leaves its jury landed when the quorum holds. Its cost counts.
+        comps = comps_of[score_id] = [comp for comp in rows if comp.component in criteria.components]
         failed = [comp for comp in comps if comp.status == "failed"]
         ok = [comp for comp in comps if comp.status == "ok"]
         total: float | None = None
@@ -191,7 +194,7 @@ def finalize_scores(
             passed = total >= criteria.threshold - 1e-12 and not blockers
             status, error_kind = "completed", None
             error_message = "; ".join(blockers) or None
-        cost = sum(comp.cost_usd or 0.0 for comp in comps)
+        cost = sum(comp.cost_usd or 0.0 for comp in rows)
         finals.append(
             {
                 "b_score_id": score_id,
@@ -201,7 +204,7 @@ def finalize_scores(
                 "b_partial": partial,
                 "b_error_kind": error_kind,
                 "b_error_message": error_message,
-                "b_usage": sum_usage(comp.usage for comp in comps) or None,
+                "b_usage": sum_usage(comp.usage for comp in rows) or None,
                 "b_cost_usd": cost,
                 "b_now": now,
                 "b_landed": count.get("b_landed", 0),

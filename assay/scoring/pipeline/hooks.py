@@ -1,8 +1,10 @@
-"""The pipeline's two hook points, for features built on top of it: a set of scores finalized (the
-review queue) and a batch completed (calibration). Both run inside the transaction that lands the
+"""The pipeline's hook points, for features built on top of it: a set of scores finalized (the
+review queue), a batch completed (calibration) and components landed, from which a component derived
+from others is computed (a jury from its members). All run inside the transaction that lands the
 score or completes the batch, so a feature's rows commit with it or not at all.
 
-Features register themselves when imported (``@on_scores_finalized``, ``@on_batch_completed``); the
+Features register themselves when imported (``@on_scores_finalized``, ``@on_batch_completed``,
+``@derives_components``); the
 pipeline imports none of them (ARCHITECTURE.md, invariant 10). Every process that lands scores imports
 them through :mod:`assay.scoring.features`, and a worker logs what is registered when it starts."""
 
@@ -34,9 +36,13 @@ class Finalized:
 
 ScoresFinalizedHook = Callable[[Session, Sequence[Finalized]], object]
 BatchCompletedHook = Callable[[Session, Batch], object]
+# (score id, component row, the score's criteria hash) of rows that landed -> the derived rows they
+# complete, as (score id, component row, result): each lands once, in the same transaction.
+DerivesHook = Callable[[Session, Sequence[tuple[uuid.UUID, str, str]]], Sequence[tuple[uuid.UUID, str, Any]]]
 
 _scores_finalized: list[ScoresFinalizedHook] = []
 _batch_completed: list[BatchCompletedHook] = []
+_derives: list[DerivesHook] = []
 
 
 def on_scores_finalized(hook: ScoresFinalizedHook) -> ScoresFinalizedHook:
@@ -51,6 +57,19 @@ def on_batch_completed(hook: BatchCompletedHook) -> BatchCompletedHook:
     if hook not in _batch_completed:
         _batch_completed.append(hook)
     return hook
+
+
+def derives_components(hook: DerivesHook) -> DerivesHook:
+    """Register ``hook(session, landed)``: given the rows that just landed (their scores locked), the
+    rows derived from them that can now land, with their results (``ComponentResult``). A derived
+    row waits unpublished until then (``Criteria.rows``: a jury after its members)."""
+    if hook not in _derives:
+        _derives.append(hook)
+    return hook
+
+
+def derived_landings(session: Session, landed: Sequence[tuple[uuid.UUID, str, str]]) -> list[tuple[uuid.UUID, str, Any]]:
+    return [found for hook in _derives for found in hook(session, landed)]
 
 
 def scores_finalized(session: Session, finalized: Sequence[Finalized]) -> None:
@@ -68,4 +87,8 @@ def registered_hooks() -> dict[str, list[str]]:
     def names(hooks: Sequence[Callable[..., object]]) -> list[str]:
         return [f"{hook.__module__}.{hook.__qualname__}" for hook in hooks]
 
-    return {"scores_finalized": names(_scores_finalized), "batch_completed": names(_batch_completed)}
+    return {
+        "scores_finalized": names(_scores_finalized),
+        "batch_completed": names(_batch_completed),
+        "derives_components": names(_derives),
+    }

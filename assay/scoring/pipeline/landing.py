@@ -30,6 +30,7 @@ from assay.scoring.pipeline.components import COMPONENTS as _components
 from assay.scoring.pipeline.components import SCORES as _scores
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.finalize import FINALIZING_COLUMNS, finalize_scores
+from assay.scoring.pipeline.hooks import derived_landings
 from assay.scoring.store.models import (
     LANDED_COMPONENT_STATUSES,
     utcnow,
@@ -93,6 +94,22 @@ _COUNTING_SCORES = (
     .order_by(_s.id)
     .with_for_update()
 )
+
+
+def _landing_row(ref: ComponentRef, result: ComponentResult, now: Any) -> dict[str, Any]:
+    """The parameters of ``_LAND_COMPONENTS`` a result gives (its spend is added by the caller)."""
+    return {
+        "b_score_id": ref.score_id,
+        "b_component": ref.component,
+        "b_status": result.status,
+        "b_score": result.score,
+        "b_details": result.details or None,
+        "b_reason": result.reason,
+        "b_now": now,
+        "b_raw_output": result.raw_output,
+    }
+
+
 @dataclass(frozen=True)
 class Landing:
     """A component's result to record; ``claim``: the run's, carrying what was spent before it."""
@@ -126,16 +143,9 @@ def land_many(
     for ref, landing in by_ref.items():
         spend = spend_so_far(session, ref, landing.result.usage, landing.result.cost_usd, landing.claim)
         rows[ref] = {
-            "b_score_id": ref.score_id,
-            "b_component": ref.component,
-            "b_status": landing.result.status,
-            "b_score": landing.result.score,
-            "b_details": landing.result.details or None,
-            "b_reason": landing.result.reason,
-            "b_now": now,
+            **_landing_row(ref, landing.result, now),
             "b_usage": spend["usage"],
             "b_cost_usd": spend["cost_usd"],
-            "b_raw_output": landing.result.raw_output,
             "b_error_kind": "timed_out" if timed_out else None,
         }
     if len(rows) == 1:
@@ -160,6 +170,13 @@ def land_many(
         if rows[ref]["b_raw_output"] is not None:  # as one write per landing would leave it: the last one given
             count["b_raw_output"] = rows[ref]["b_raw_output"]
     counted = {score.id: score for score in session.execute(_COUNTING_SCORES, {"b_score_ids": list(counts)})}
+    # With their scores locked, the rows derived from these (a jury from its members) see every
+    # sibling that landed before: concurrent landings of one score's members wait on its lock above.
+    derived = derived_landings(session, [(ref.score_id, ref.component, counted[ref.score_id].criteria_hash) for ref in landed])
+    for score_id, component, result in derived:
+        row = {**_landing_row(ComponentRef(score_id, component, ""), result, now), "b_usage": None, "b_cost_usd": 0.0}
+        if session.scalar(_LAND_COMPONENT, row) is not None:
+            counts[score_id]["b_landed"] += 1
     for ref in landed:
         claim = by_ref[ref].claim
         if claim is None or claim.budgeted:

@@ -76,6 +76,9 @@ def plan_chunk(session: Session, batch_id: uuid.UUID, chunk_size: int) -> PlanSt
 
 # The reason a batch-lane judge component waits with: the provider-batch submitter looks for it.
 BATCH_LANE_WAITING = "batch lane: waiting to be sent in a provider batch"
+# A derived component (a jury) waits with no run_after: neither the reconciler nor a claim takes it;
+# a ``derives_components`` hook lands it when the rows it derives from have landed.
+DERIVED_WAITING = "waiting for its members to land"
 
 
 def create_components(
@@ -109,14 +112,16 @@ def create_components(
     judges: dict[tuple[str, str], str] = {}  # (criteria hash, component) -> provider/model, for Flower
     for score_id, criteria_hash in scores:
         criteria = load_criteria(session, criteria_hash)
-        for name, spec in criteria.components.items():
+        for name in criteria.rows:
             queue = queue_for(criteria, name, online=online)
+            weight = criteria.row_weight(name)
+            members = criteria.members_of(name)
             row = dict(
                 score_id=score_id,
                 component=name,
                 queue=queue,
                 status="pending",
-                weight=spec.weight,
+                weight=weight,
                 attempts=0,
                 cost_usd=0.0,
                 enqueued_at=enqueued_at,
@@ -124,13 +129,15 @@ def create_components(
                 reason=None,
             )
             previous = carried.get((score_id, name)) if carry_judges or queue not in JUDGE_QUEUES else None
+            if members and not all((score_id, member) in carried for member in members):
+                previous = None  # a jury carries over only with all its members, or it would not match them
             if previous is not None:
                 carried_rows.append(
                     {
                         **row,
                         "status": previous.status,
                         "score": previous.score,
-                        "weighted_score": previous.score * spec.weight if previous.score is not None else None,
+                        "weighted_score": previous.score * weight if previous.score is not None else None,
                         "details": previous.details,
                         "reason": previous.reason,
                         "raw_output": previous.raw_output,
@@ -139,7 +146,9 @@ def create_components(
                     }
                 )
                 continue
-            if queue == JUDGE_QUEUE and judge_lane == "batch":
+            if members:
+                row.update(status="deferred", reason=DERIVED_WAITING)
+            elif queue == JUDGE_QUEUE and judge_lane == "batch":
                 row.update(status="deferred", run_after=enqueued_at + hold, reason=BATCH_LANE_WAITING)
             elif queue in JUDGE_QUEUES:
                 if (criteria_hash, name) not in judges:

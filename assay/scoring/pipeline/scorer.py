@@ -136,13 +136,13 @@ def compute(work: WorkUnit, judge: JudgeRuntime | None) -> ComponentResult:
     """Run the component, from any thread but the judge loop's: a judge component waits for its
     judgment on the process's judge loop (a judge worker runs ``judge_component`` there itself, a
     group's calls at once). Raises ``JudgeDeferred`` when the judge must wait (breaker open, rate limit)."""
-    spec = work.criteria.components.get(work.ref.component)
-    if spec is None:
-        return ComponentResult.failed(f"component {work.ref.component!r} is not in the criteria")
-    if spec.is_judge:
+    if work.criteria.is_judge_call(work.ref.component):
         from assay.scoring.judge.loop import judge_loop
 
         return judge_loop().run(judge_component(work, judge))
+    spec = work.criteria.components.get(work.ref.component)
+    if spec is None or spec.is_judge:  # a jury is landed from its members, never computed
+        return ComponentResult.failed(f"component {work.ref.component!r} is not computed by a worker")
     try:
         # Inside the try: a metric this process cannot build (a plug-in missing or at another
         # version) fails its component with the reason, never the task.

@@ -40,13 +40,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assay.scoring.intake import batches as svc
+from assay.scoring.judge.rubrics import VerdictSpec
 from assay.scoring.kinds import Kind, get_kind
 from assay.scoring.pipeline.summaries import batch_summary
 from assay.scoring.reports import csv_writer
 from assay.scoring.reports.views import batch_view
 from assay.scoring.store.models import Item, Score, ScoreComponent
 from assay.scoring.suites.criteria import load_criteria
-from assay.scoring.suites.loader import ComponentSpec, Criteria, RubricJudge
+from assay.scoring.suites.jury import JuryJudge
+from assay.scoring.suites.loader import Criteria, RubricJudge
 from assay.scoring.trust.review import HUMAN_COLUMNS, human_cells, with_human_verdicts
 
 __all__ = [
@@ -167,16 +169,30 @@ def _criterion(name: str, key: str) -> Cell:
     return cell
 
 
-def _component_cells(name: str, spec: ComponentSpec) -> list[tuple[str, Cell]]:
-    """One component's (column, cell) pairs: what every component has, then a rubric judge's answer."""
+def _row_verdict(criteria: Criteria, row: str) -> tuple[VerdictSpec | None, bool]:
+    """The rubric verdict of a component row (a rubric judge's, a jury's or a jury member's), and
+    whether the row is a jury member (whose own cost is a column of its own)."""
+    spec = criteria.components.get(row)
+    if spec is not None:
+        judge = spec.judge
+        return (judge.verdict if isinstance(judge, RubricJudge | JuryJudge) else None), False
+    jury = criteria.components[row.partition("@")[0]].jury
+    assert jury is not None  # criteria.rows names only components and jury members
+    return jury.verdict, True
+
+
+def _component_cells(name: str, verdict: VerdictSpec | None, member: bool = False) -> list[tuple[str, Cell]]:
+    """One component row's (column, cell) pairs: what every component has, then a rubric judge's
+    answer (a jury's, or each of its members' with its cost)."""
     cells: list[tuple[str, Cell]] = [
         (f"{name}_score", lambda c: c.score if c is not None else None),
         (f"{name}_status", lambda c: c.status if c is not None else None),
         (f"{name}_reason", lambda c: c.reason if c is not None else None),
     ]
-    if not isinstance(spec.judge, RubricJudge):
+    if member:
+        cells.append((f"{name}_cost_usd", lambda c: c.cost_usd if c is not None else None))
+    if verdict is None:
         return cells
-    verdict = spec.judge.verdict
     if verdict.type == "criteria":
         for criterion in verdict.criteria or []:
             cells.append((f"{name}.{criterion.name}", _criterion(criterion.name, "score")))
@@ -190,7 +206,7 @@ def _component_cells(name: str, spec: ComponentSpec) -> list[tuple[str, Cell]]:
 
 def generic_columns(criteria: Criteria, keys: Iterable[str] = ()) -> list[str]:
     """The columns of ``generic_row`` for this suite and these metadata keys, in order."""
-    cells = [column for name, spec in criteria.components.items() for column, _ in _component_cells(name, spec)]
+    cells = [column for name in criteria.rows for column, _ in _component_cells(name, *_row_verdict(criteria, name))]
     return [*_SCORE_HEAD, *ITEM_COLUMNS, *metadata_columns(keys), *cells, *_SCORE_TAIL]
 
 
@@ -209,8 +225,8 @@ def generic_row(score: Score, criteria: Criteria, keys: Iterable[str] = ()) -> d
     payload = (score.item.payload if score.item is not None else None) or {}
     row.update({column: payload.get(column) for column in ITEM_COLUMNS})
     row.update(metadata_cells(score, keys))
-    for name, spec in criteria.components.items():
-        for column, cell in _component_cells(name, spec):
+    for name in criteria.rows:
+        for column, cell in _component_cells(name, *_row_verdict(criteria, name)):
             row[column] = cell(by_name.get(name))
     row["error_message"] = score.error_message
     row["cost_usd"] = score.cost_usd

@@ -35,6 +35,7 @@ def component_view(component: ScoreComponent) -> dict[str, Any]:
         "reason": component.reason,
         "attempts": component.attempts,
         "raw_output": component.raw_output,
+        "cost_usd": component.cost_usd or 0.0,
         "carried_over_from": str(component.carried_over_from) if component.carried_over_from else None,
     }
 

@@ -214,7 +214,7 @@ def estimate(
     if lane == "batch":
         catalog.check_batch_lane(criteria)  # before any run is made: refused, never left waiting
     items = session.scalar(select(func.count()).select_from(Item).where(items_where)) or 0
-    judges = criteria.judge_components
+    judges = criteria.judge_calls  # a jury's members, each one call per item
     if not judges or items == 0:
         return Estimate(items, 0, 0, 0, 0.0, lane, "none")
     carried = carried_judge_calls(session, criteria, suite, items_where) if carry_judges else {}
@@ -282,7 +282,7 @@ def carried_judge_calls(session: Session, criteria: Criteria, suite: str, items_
     """Per judge component, how many of the items a re-score would carry over instead of judging:
     the item's latest finished score of the suite has the component landed ok under the same
     component fingerprint (the rule of ``pipeline.carry_over.carried_results``)."""
-    judges = criteria.judge_components
+    judges = criteria.judge_calls
     rows = session.execute(
         select(Score.criteria_hash, ScoreComponent.component, func.count())
         .select_from(Item)
@@ -297,7 +297,7 @@ def carried_judge_calls(session: Session, criteria: Criteria, suite: str, items_
             old = load_criteria(session, old_hash)
         except (AssayError, ValidationError):
             continue  # criteria this code can no longer read carry nothing over
-        if name in old.components and old.component_fingerprint(name) == criteria.component_fingerprint(name):
+        if name in old.rows and old.component_fingerprint(name) == criteria.component_fingerprint(name):
             carried[name] = carried.get(name, 0) + count
     return carried
 

@@ -18,6 +18,8 @@ A suite has judge components of two forms, any mix of them with metrics:
   registered by name (``judge.verdicts``);
 - a rubric judge, ``judge: {rubric, verdict, prompt?, model?, ...}``: its own judge call with the
   verdict type written in the suite (``judge.rubrics``).
+- a jury, a rubric judge naming ``judges:`` (``suites.jury``): one judge call per member, each a row of
+  the score (``component@member``), aggregated into the component once they have landed.
 
 ``Criteria.judge_for(component)`` gives either form as one ``ResolvedJudge``.
 """
@@ -30,11 +32,9 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -56,19 +56,24 @@ from assay.scoring.judge.verdicts import VerdictType, verdict_type
 from assay.scoring.kinds import get_kind, known_kinds
 from assay.scoring.metrics.catalog import check_component_metric
 from assay.scoring.metrics.registry import PluginRef
+from assay.scoring.suites.catalog import ModelCatalog, load_model_catalog
 from assay.scoring.suites.envsubst import substitute_tree
-from assay.scoring.suites.pairwise import check_section as check_pairwise
+from assay.scoring.suites.jury import (
+    SEPARATOR,
+    JuryJudge,
+    JuryMember,
+    member_row,
+    resolve_jury,
+)
 from assay.scoring.suites.online_rules import OnlineRules
+from assay.scoring.suites.pairwise import check_section as check_pairwise
 from assay.scoring.suites.providers import (
     JUDGE_PARAMETERS,
     REFUSED_PARAMETERS,
-    ParameterName,
-    ProviderConfig,
+    JudgeParameters,
     ReasoningEffort,
-    check_batch_lane,
     check_completion_limit,
-    check_parameters,
-    check_reasoning_parameters,
+    without_none,
 )
 from assay.scoring.suites.yaml_reader import load_suite_yaml
 
@@ -79,32 +84,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """``data`` without those of ``keys`` whose value is None: optional fields added after criteria
-    were first hashed must not appear in the dump of criteria that do not use them."""
-    return {k: v for k, v in data.items() if not (k in keys and v is None)}
-
-
-class _JudgeParameters(_Strict):
-    """A judge's request parameters, where its model takes them (criteria: they change the answers).
-    Unset ones stay out of the dump, so criteria written before they existed hash as they always did."""
-
-    temperature: float | None = Field(None, ge=0, le=2)
-    seed: int | None = None
-    reasoning_effort: ReasoningEffort | None = None
-    max_completion_tokens: int | None = Field(None, gt=0, le=200_000)
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        return _without_none(handler(self), JUDGE_PARAMETERS)
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """The parameters set, as the provider is sent them."""
-        return {name: getattr(self, name) for name in JUDGE_PARAMETERS if getattr(self, name) is not None}
-
-
-class RubricJudge(_JudgeParameters):
+class RubricJudge(JudgeParameters):
     """A judge component's own judge, resolved: everything its calls depend on (hashed)."""
 
     provider: str = "anthropic"
@@ -124,7 +104,7 @@ class ComponentSpec(_Strict):
     metric: str | None = None
     version: int | None = None
     args: dict[str, Any] = Field(default_factory=dict)
-    judge: bool | RubricJudge = False
+    judge: bool | RubricJudge | JuryJudge = False
     # The installed distribution a plug-in metric comes from (set when the suite is resolved).
     plugin: PluginRef | None = None
     # A pass blocker: an item whose score of this component is below it cannot pass.
@@ -142,11 +122,15 @@ class ComponentSpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        return _without_none(handler(self), ("plugin", "min_score"))
+        return without_none(handler(self), ("plugin", "min_score"))
 
     @property
     def is_judge(self) -> bool:
         return self.judge is not False
+
+    @property
+    def jury(self) -> JuryJudge | None:
+        return self.judge if isinstance(self.judge, JuryJudge) else None
 
 
 @dataclass(frozen=True)
@@ -162,7 +146,7 @@ class ResolvedJudge:
     parameters: dict[str, Any] = field(default_factory=dict)  # temperature, seed, reasoning_effort, as set
 
 
-class JudgeCriteria(_JudgeParameters):
+class JudgeCriteria(JudgeParameters):
     """The suite-level judge section, judging the ``judge: true`` component."""
 
     provider: str = "anthropic"
@@ -189,6 +173,9 @@ class Criteria(_Strict):
     def _consistent(self) -> Criteria:
         if not self.components:
             raise ValueError("a suite needs at least one component")
+        marked = sorted(name for name in self.components if SEPARATOR in name)
+        if marked:
+            raise ValueError(f"component names may not contain {SEPARATOR!r} (it names a jury's members): {marked}")
         total = sum(c.weight for c in self.components.values())
         if not math.isclose(total, 1.0, abs_tol=1e-6):
             raise ValueError(f"component weights must add up to 1, they add up to {total:g}")
@@ -201,7 +188,15 @@ class Criteria(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        return _without_none(handler(self), ("fields",))
+        return without_none(handler(self), ("fields",))
+
+    def row_weight(self, row: str) -> float:
+        """A row's weight: a component's own; a member's, its share of its jury's weight."""
+        found = self._member(row)
+        if found is None:
+            return self.components[row].weight
+        component, jury, member = found
+        return self.components[component].weight * member.weight / math.fsum(m.weight for m in jury.judges)
 
     @property
     def judge_component(self) -> str | None:
@@ -210,14 +205,64 @@ class Criteria(_Strict):
 
     @property
     def judge_components(self) -> list[str]:
-        """Every judge component, in suite order: each is its own judge call per item."""
+        """Every judge component, in suite order (a jury is one: its members are rows of it)."""
         return [n for n, c in self.components.items() if c.is_judge]
 
+    def members_of(self, component: str) -> list[str]:
+        """The rows of a jury component's members (``component@member``); empty for any other."""
+        spec = self.components.get(component)
+        jury = spec.jury if spec is not None else None
+        return [member_row(component, member.name) for member in jury.judges] if jury is not None else []
+
+    @property
+    def rows(self) -> list[str]:
+        """The component rows every score of these criteria has, in suite order: each component, a
+        jury's member rows before the jury itself (which lands when they have)."""
+        return [row for name in self.components for row in (*self.members_of(name), name)]
+
+    @property
+    def judge_calls(self) -> list[str]:
+        """The rows that are one judge call per item: the judge components, a jury's members in its place."""
+        return [row for name in self.judge_components for row in (self.members_of(name) or [name])]
+
+    @property
+    def judged_rows(self) -> list[str]:
+        """Every row with a judge's score: the judge components and the members of each jury."""
+        return [row for name in self.judge_components for row in (*self.members_of(name), name)]
+
+    def is_judge_call(self, row: str) -> bool:
+        spec = self.components.get(row)
+        if spec is not None:
+            return spec.is_judge and spec.jury is None
+        return self._member(row) is not None
+
+    def _member(self, row: str) -> tuple[str, JuryJudge, JuryMember] | None:
+        component, _, name = row.partition(SEPARATOR)
+        spec = self.components.get(component)
+        jury = spec.jury if spec is not None and name else None
+        member = jury.member(name) if jury is not None else None
+        return (component, jury, member) if jury is not None and member is not None else None
+
     def judge_for(self, component: str) -> ResolvedJudge:
-        """The judge of ``component``; CriteriaError when it is not a judge component."""
+        """The judge of ``component`` (a judge component, or a jury member's row); CriteriaError when
+        it makes no judge call (a metric, or a jury, whose members do)."""
+        found = self._member(component)
+        if found is not None:
+            _, jury, member = found
+            return ResolvedJudge(
+                component,
+                member.provider,
+                member.model,
+                jury.max_tokens,
+                jury.template,
+                rubric_verdict(jury.verdict),
+                member.parameters,
+            )
         spec = self.components.get(component)
         if spec is None or not spec.is_judge:
             raise CriteriaError(f"component {component!r} is not a judge component of this suite")
+        if spec.jury is not None:
+            raise CriteriaError(f"component {component!r} is a jury: its members are judged, and it aggregates them")
         if isinstance(spec.judge, RubricJudge):
             rubric = spec.judge
             return ResolvedJudge(
@@ -247,9 +292,17 @@ class Criteria(_Strict):
 
         Its weight and min_score are left out: finalizing reads them from the new criteria, so
         re-weighting a suite re-pays no judge call."""
+        found = self._member(component)
+        if found is not None:
+            # A member's: the jury's shared judging and this member's judge (not its name or weight).
+            _, jury, member = found
+            own = jury.model_dump(mode="json", exclude={"judges", "aggregate", "min_members"})
+            own["member"] = member.model_dump(mode="json", exclude={"name", "weight"})
+            body: dict[str, Any] = {"kind": self.kind, "fields": self.fields, "jury_member": own}
+            return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
         spec = self.components[component]
         own = spec.model_dump(mode="json", exclude={"weight", "min_score"})
-        body: dict[str, Any] = {"kind": self.kind, "fields": self.fields, "component": own}
+        body = {"kind": self.kind, "fields": self.fields, "component": own}
         if spec.judge is True:
             assert self.judge is not None
             body["judge"] = self.judge.model_dump(mode="json")
@@ -330,7 +383,7 @@ class SuiteOptions(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-        return _without_none(handler(self), ("pairwise",))
+        return without_none(handler(self), ("pairwise",))
 
 
 class Suite(BaseModel):
@@ -347,124 +400,6 @@ class Suite(BaseModel):
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept: the byte string the criteria hash is taken over."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-# --- models and prices -------------------------------------------------------------------------
-
-
-class ModelPrice(_Strict):
-    provider: str
-    input_per_mtok: float = Field(..., ge=0)
-    output_per_mtok: float = Field(..., ge=0)
-    cache_write_per_mtok: float = Field(..., ge=0)
-    cache_read_per_mtok: float = Field(..., ge=0)
-    batch_discount: float = Field(0.5, gt=0, le=1)
-    context_window: int = Field(..., gt=0)
-    min_cacheable_tokens: int = Field(..., ge=0)
-    # Operational limits for the shared rate governor (your account's tier), not prices.
-    requests_per_minute: int = Field(50, ge=1)
-    input_tokens_per_minute: int = Field(30_000, ge=1)
-    output_tokens_per_minute: int | None = Field(None, ge=1)  # None: as the provider's headers say
-    # A reasoning model thinks before it answers: its reasoning tokens are output tokens (billed, and
-    # counted against limits), and it alone takes reasoning_effort and max_completion_tokens.
-    reasoning: bool = False
-    # The request parameters the model takes (reasoning models take reasoning_effort, not temperature).
-    parameters: list[ParameterName] = Field(default_factory=list)
-
-    _reasoning_only = model_validator(mode="after")(check_reasoning_parameters)
-
-
-class ModelCatalog(_Strict):
-    providers: dict[str, ProviderConfig]
-    models: dict[str, ModelPrice]
-
-    @model_validator(mode="after")
-    def _models_have_providers(self) -> ModelCatalog:
-        orphans = sorted(name for name, m in self.models.items() if m.provider not in self.providers)
-        if orphans:
-            raise ValueError(f"models {orphans} name a provider that providers: does not configure")
-        return self
-
-    def provider(self, name: str) -> ProviderConfig:
-        if name not in self.providers:
-            raise CriteriaError(f"unknown judge provider {name!r}; known: {', '.join(sorted(self.providers))}")
-        return self.providers[name]
-
-    def resolve(self, provider: str, model: str) -> str:
-        """An empty model means the provider's default; the result is a concrete, known, current name."""
-        config = self.provider(provider)
-        name = model.strip() or config.default_model
-        deprecated = _deprecated_models(config)
-        if name in deprecated:
-            raise CriteriaError(f"judge model {name!r} is deprecated (end of life {deprecated[name]}); pick a current one")
-        known = self.models.get(name)
-        if known is not None and known.provider != provider:
-            raise CriteriaError(f"judge model {name!r} is served by provider {known.provider!r}, not {provider!r}")
-        if known is None and not config.any_model:
-            served = sorted(n for n, m in self.models.items() if m.provider == provider)
-            raise CriteriaError(
-                f"judge model {name!r} has no price in config/models.yaml; known for {provider}: {', '.join(served)}"
-            )
-        return name
-
-    def price(self, provider: str, model: str) -> ModelPrice:
-        """What ``model`` costs and may do: its entry in ``models:``, or, on a provider that serves any
-        model (a local server), nothing at the provider's limits."""
-        known = self.models.get(model)
-        if known is not None and known.provider == provider:
-            return known
-        config = self.provider(provider)
-        if not config.any_model:
-            raise CriteriaError(f"judge model {model!r} of provider {provider!r} is not in config/models.yaml")
-        return ModelPrice(
-            provider=provider,
-            input_per_mtok=0,
-            output_per_mtok=0,
-            cache_write_per_mtok=0,
-            cache_read_per_mtok=0,
-            context_window=config.context_window,
-            min_cacheable_tokens=0,
-            requests_per_minute=config.requests_per_minute,
-            input_tokens_per_minute=config.input_tokens_per_minute,
-            reasoning=config.reasoning,
-            parameters=list(config.parameters),
-        )
-
-    def check_parameters(self, provider: str, model: str, given: dict[str, Any]) -> None:
-        accepted = list(self.price(provider, model).parameters)
-        check_parameters(provider, self.provider(provider), model, accepted, given)
-
-    def check_batch_lane(self, criteria: Criteria) -> None:
-        """Refuse the batch lane (a suite's default, or a run asked for on it) for criteria with a
-        judge whose provider has no batch API."""
-        judges = {name: criteria.judge_for(name).provider for name in criteria.judge_components}
-        check_batch_lane(judges, self.provider)
-
-
-def _deprecated_models(config: ProviderConfig) -> dict[str, Any]:
-    """The provider's retired models and their dates: the installed Anthropic SDK's list for the
-    anthropic type (its source of truth), and the list shipped in models.yaml for every provider."""
-    deprecated: dict[str, Any] = dict(config.deprecated)
-    if config.type == "anthropic":
-        from anthropic.resources.messages.messages import DEPRECATED_MODELS
-
-        deprecated.update(DEPRECATED_MODELS)
-    return deprecated
-
-
-@lru_cache(maxsize=8)
-def _load_catalog(path: Path, mtime: float) -> ModelCatalog:
-    try:
-        return ModelCatalog.model_validate(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        raise CriteriaError(f"cannot load model catalog {path}: {exc}") from exc
-
-
-def load_model_catalog(config_dir: Path) -> ModelCatalog:
-    path = config_dir / "models.yaml"
-    if not path.is_file():
-        raise CriteriaError(f"model catalog {path} not found")
-    return _load_catalog(path, path.stat().st_mtime)
 
 
 # --- loading suite files -------------------------------------------------------------------------
@@ -526,6 +461,10 @@ class _RubricJudgeFile(_JudgeFileBase):
     prompt: str | None = None  # the per-item template; None: judge.rubrics.DEFAULT_ITEM_TEMPLATE
     verdict: VerdictSpec
     timeout_seconds: float | None = Field(None, gt=0)  # operational: never hashed
+    # A jury (``assay.scoring.suites.jury``): its members, and how their verdicts are aggregated.
+    judges: list[Any] | None = None
+    aggregate: str | None = None
+    min_members: int | None = None
 
 
 class _ComponentFile(_Strict):
@@ -757,7 +696,8 @@ def _resolve_component(
     try:
         if isinstance(comp.judge, dict):
             rubric = _RubricJudgeFile.model_validate(comp.judge)
-            return ComponentSpec(**fields, judge=_resolve_rubric(name, rubric, catalog, files)), rubric.timeout_seconds
+            judge = _resolve_rubric(name, rubric, catalog, files, written=comp.judge)
+            return ComponentSpec(**fields, judge=judge), rubric.timeout_seconds
         plugin = None
         if comp.metric is not None and comp.version is not None:
             plugin = check_component_metric(name, comp.metric, comp.version, comp.args, kind)
@@ -767,12 +707,33 @@ def _resolve_component(
         raise CriteriaError(_first_errors(exc, prefix=prefix)) from exc
 
 
-def _resolve_rubric(name: str, spec: _RubricJudgeFile, catalog: ModelCatalog, files: Path | None) -> RubricJudge:
+def _resolve_rubric(
+    name: str, spec: _RubricJudgeFile, catalog: ModelCatalog, files: Path | None, *, written: dict[str, Any]
+) -> RubricJudge | JuryJudge:
     where = f"components.{name}.judge"
     if (spec.rubric is None) == (spec.rubric_file is None):
         raise CriteriaError(f"{where}: give exactly one of rubric or rubric_file")
     rubric = spec.rubric if spec.rubric is not None else _read_file(spec.rubric_file or "", files, f"{where}.rubric_file")
     prompt = DEFAULT_ITEM_TEMPLATE if spec.prompt is None else spec.prompt
+    jury_keys = {"judges", "aggregate", "min_members"} & set(written)
+    if jury_keys:
+        if "judges" not in jury_keys:
+            raise CriteriaError(f"{where}: {', '.join(sorted(jury_keys))} belong to a jury; name its members under judges:")
+        try:
+            template = compose_template(rubric, prompt, spec.verdict)
+        except CriteriaError as exc:
+            raise CriteriaError(f"{where}: {exc.message}") from exc
+        return resolve_jury(
+            name,
+            {key: written[key] for key in (*jury_keys, *JUDGE_PARAMETERS, "provider", "model") if key in written},
+            rubric=rubric,
+            prompt=prompt,
+            template=template,
+            verdict=spec.verdict,
+            verdict_schema=rubric_verdict(spec.verdict).model.model_json_schema(),
+            max_tokens=spec.max_tokens,
+            catalog=catalog,
+        )
     try:
         model = catalog.resolve(spec.provider, spec.model)
         catalog.check_parameters(spec.provider, model, spec.parameters)

@@ -10,7 +10,7 @@ pass/fail statistics. The human score is the mean of the labels' scores.
 Reported: the confusion matrix (machine verdict against majority), accuracy, Cohen's kappa computed from that
 matrix, Spearman's rank correlation between the machine total and the human score (None, with the
 reason, under 3 pairs or when either side is constant), the ties and the disagreeing items. The same
-statistics for each judge component (``components``): its score against the human score, and as a
+statistics for each judge component and each jury member's row (``components``): its score against the human score, and as a
 verdict, passing when it reaches the suite's threshold (an item where it did not land ``ok`` has no
 verdict from it). With ``by`` (``metadata.KEY``, :mod:`assay.scoring.slices`) they are given per slice
 of the labelled items too, a slice with fewer than ``MIN_SLICE_ITEMS`` compared items flagged ``small``. A
@@ -105,7 +105,8 @@ class _ItemLabels:
     votes: list[tuple[bool | None, float | None]] = field(default_factory=list)
 
 
-def _labels(session: Session, suite: str) -> dict[uuid.UUID, _ItemLabels]:
+def suite_labels(session: Session, suite: str) -> dict[uuid.UUID, _ItemLabels]:
+    """Each labelled item of the suite, with its labels' votes."""
     found: dict[uuid.UUID, _ItemLabels] = defaultdict(_ItemLabels)
     for item_id, passed, score in session.execute(
         select(Label.item_id, Label.passed, Label.score).where(Label.suite_name == suite)
@@ -274,7 +275,7 @@ def hash_agreement(
 ) -> dict[str, Any]:
     criteria = load_criteria(session, criteria_hash)
     # By name: the stored criteria (JSONB) do not keep the suite file's order.
-    threshold, judges = criteria.threshold, sorted(criteria.judge_components)
+    threshold, judges = criteria.threshold, sorted(criteria.judged_rows)
     latest = _latest(suite, criteria_hash)
     scores = _latest_scores(session, latest)
     external = dict(
@@ -345,7 +346,7 @@ def suite_agreement(
     if record is None:
         known = session.scalars(select(SuiteRecord.name).order_by(SuiteRecord.name)).all()
         raise NotFound(f"no suite named {suite!r}; available: {', '.join(known) or 'none'}")
-    labels = _labels(session, suite)
+    labels = suite_labels(session, suite)
     if criteria_hash is not None:
         if session.get(CriteriaDefinition, criteria_hash) is None:
             raise NotFound(f"no criteria with hash {criteria_hash}")

@@ -220,7 +220,7 @@ def start(
 def compute_noise(session: Session, run: CalibrationRun) -> list[NoiseEstimate]:
     """σw per judge component and for the total, and the flip share, from the run's repeats."""
     criteria = load_criteria(session, run.criteria_hash)
-    judges = criteria.judge_components
+    judges = criteria.judged_rows  # each judge component; a jury's members and its aggregate each
     by_component: dict[str, dict[uuid.UUID, list[float]]] = {name: defaultdict(list) for name in judges}
     for item_id, component, value in session.execute(
         select(Score.item_id, ScoreComponent.component, ScoreComponent.score)

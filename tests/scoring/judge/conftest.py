@@ -18,7 +18,7 @@ from assay.scoring.judge.retry import RetryPolicy
 from assay.scoring.judge.providers.anthropic_messages import AnthropicProvider, make_batch_client, make_client
 from assay.scoring.judge.providers.openai_chat import OpenAIProvider
 from assay.scoring.judge.providers.openai_chat import make_client as openai_make_client
-from assay.scoring.suites.loader import ModelPrice, load_model_catalog
+from assay.scoring.suites.catalog import ModelPrice, load_model_catalog
 from assay.scoring.suites.providers import ProviderConfig
 from assay.settings import REPO_ROOT
 from tests.fakes.anthropic_server import FakeAnthropic, FakeControl
