@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -20,8 +20,14 @@ from assay.scoring.suites.providers import (
     check_reasoning_parameters,
 )
 
-if TYPE_CHECKING:
-    from assay.scoring.suites.loader import Criteria
+
+class _JudgedCriteria(Protocol):
+    """What the batch-lane check reads of ``loader.Criteria`` (which imports this module)."""
+
+    @property
+    def judge_calls(self) -> list[str]: ...
+
+    def judge_for(self, component: str) -> Any: ...
 
 
 class ModelPrice(BaseModel):
@@ -110,7 +116,7 @@ class ModelCatalog(BaseModel):
         accepted = list(self.price(provider, model).parameters)
         check_parameters(provider, self.provider(provider), model, accepted, given)
 
-    def check_batch_lane(self, criteria: Criteria) -> None:
+    def check_batch_lane(self, criteria: _JudgedCriteria) -> None:
         """Refuse the batch lane (a suite's default, or a run asked for on it) for criteria with a
         judge whose provider has no batch API."""
         judges = {name: criteria.judge_for(name).provider for name in criteria.judge_calls}
