@@ -273,7 +273,8 @@ SELECT EXTRACT(EPOCH FROM d.decided_at - (t.last_received_at + make_interval(sec
        EXTRACT(EPOCH FROM s.completed_at - d.decided_at),
        EXTRACT(EPOCH FROM s.completed_at - (t.last_received_at + make_interval(secs => %(quiet)s))),
        EXTRACT(EPOCH FROM (SELECT landed_at FROM score_components c WHERE c.score_id = s.id AND c.component = 'mentions_refund') - d.decided_at),
-       EXTRACT(EPOCH FROM (SELECT landed_at FROM score_components c WHERE c.score_id = s.id AND c.component = 'helpful') - d.decided_at)
+       EXTRACT(EPOCH FROM (SELECT landed_at FROM score_components c WHERE c.score_id = s.id AND c.component = 'helpful') - d.decided_at),
+       t.last_received_at
 FROM online_scores o
 JOIN scores s ON s.id = o.score_id
 JOIN online_traces t ON t.trace_id = o.trace_id
@@ -326,10 +327,13 @@ def latency(rate: float, minutes: float, quiet: float, batch_items: int) -> None
                     while load.scored(client) < 50 and time.monotonic() < deadline:
                         time.sleep(1)
                     batch_before = load.scored(client)
+                    system = harness.SystemCpu(env, {**{name: proc.pid for name, proc in procs.items()}, "fake judge (not Assay)": fake.pid})
                     with Memory({name: proc.pid for name, proc in procs.items()}) as memory:
+                        system.start()
                         started = time.monotonic()
                         sent, statuses = send_traces(url, rate, minutes * 60)
                         sending = time.monotonic() - started
+                        system.stop()
                         batch_scored = load.scored(client) - batch_before
                         batch_left = load.remaining(client)
                         landed = wait_landed(env, sent, deadline=time.monotonic() + 120 + quiet)
@@ -346,10 +350,17 @@ def latency(rate: float, minutes: float, quiet: float, batch_items: int) -> None
     print(f"completion → landed   {percentiles(total)}")
     print(f"  → sampler decided   {percentiles(to_decision)}")
     print(f"  decided → landed    {percentiles(to_landed)}")
+    # By the trace's arrival, in thirds of the run: a latency that grows from one to the next is a
+    # backlog (the machine does not keep up with the rate), a flat one a delay.
+    ordered = [float(r[2]) for r in sorted(rows, key=lambda r: r[5])]
+    for third in range(3):
+        part = ordered[third * len(ordered) // 3 : (third + 1) * len(ordered) // 3]
+        print(f"    {('first', 'second', 'last')[third]} third of the traces {percentiles(part)}")
     print(f"    its metric landed {percentiles(metric)}")
     print(f"    its judge landed  {percentiles(judge)}")
     print(f"batch meanwhile       {batch_scored} KQL items scored while the traces were sent "
           f"({batch_scored / sending:.1f} items/s), {batch_left} still waiting at the end, {len(load.batches)} batch(es)")
+    print(system.table(max(sent, 1), sending).replace("ms/item", "ms/trace"))
     print(memory.table())
     print(f"load average          {os.getloadavg()[0]:.1f}")
 
