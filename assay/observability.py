@@ -165,7 +165,8 @@ def component_landed(queue: str, component: str, status: str) -> None:
 
 @_safe
 def task_retried(queue: str, reason: str) -> None:
-    """``reason``: ``deferred`` (on purpose) or ``error`` (an unexpected exception)."""
+    """``reason``: ``deferred`` (on purpose), ``error`` (an unexpected exception) or ``handed_back`` (a
+    batch group gave its unstarted components back because online work was waiting)."""
     TASK_RETRIES.labels(str(queue), reason).inc()
 
 

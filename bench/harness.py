@@ -142,12 +142,15 @@ def start_fake(latency: float, requests_per_minute: int | None = None) -> tuple[
 def start_worker(
     env: dict[str, str], queues: str, pool: str, concurrency: int, name: str, *, profile: str | None = None
 ) -> Proc:
-    """A Celery worker; ``profile``: run it under cProfile, its stats written there when it stops
-    (use the solo pool: the tasks then run in the profiled main thread)."""
+    """A Celery worker on ``queues`` as ``assay worker --queues`` takes them (each batch queue preceded by
+    its online queue); ``profile``: run it under cProfile, its stats written there when it stops (use the
+    solo pool: the tasks then run in the profiled main thread)."""
+    from assay.workers.app import consumed_queues
+
     profiled = ["-m", "cProfile", "-o", profile] if profile else []
     proc = Proc(
         [
-            sys.executable, *profiled, "-m", "celery", "-A", "assay.workers.app", "worker", "-Q", queues, "-P", pool,
+            sys.executable, *profiled, "-m", "celery", "-A", "assay.workers.app", "worker", "-Q", ",".join(consumed_queues(queues.split(","))), "-P", pool,
             "-c", str(concurrency), "-l", "WARNING", "--without-mingle", "--without-gossip", "-n", f"{name}@%h",
         ],
         env,

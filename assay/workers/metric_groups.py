@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from assay import observability
 from assay.scoring.metrics.registry import ComponentResult
-from assay.scoring.pipeline.claims import claim_many
+from assay.scoring.pipeline.claims import Claim, claim_many, defer
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.scorer import WorkUnit, compute
 from assay.scoring.store.db import after_commits_gathered, transaction
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 # Finished results wait at most this long for the next ones before landing together.
 LAND_EVERY_SECONDS = 1.0
+# How often a batch group asks whether online work is waiting (an LLEN pipeline on the broker).
+ONLINE_CHECK_SECONDS = 0.5
+HANDED_BACK = "handed back unstarted: online work was waiting for this worker"
 
 Enqueue = Callable[..., None]  # CeleryEnqueuer.enqueue(refs, countdown=...)
 
@@ -77,11 +80,28 @@ def _outcome(work: WorkUnit) -> ComponentResult | Exception:
         return exc
 
 
+def _hand_back(refs: Sequence[ComponentRef], owner: str, claims: dict[ComponentRef, Claim], enqueue: Enqueue) -> None:
+    """Unstarted components back to their queue at once, no attempt spent: a new message takes them."""
+    with transaction() as session:
+        for ref in refs:
+            defer(session, ref, owner, 0.0, HANDED_BACK, claim=claims[ref])
+    enqueue(list(refs))
+
+
 def run_metric_group(
-    task_id: str | None, pairs: Sequence[Sequence[str]], enqueue: Enqueue, queue: str = Queue.METRICS.value
+    task_id: str | None,
+    pairs: Sequence[Sequence[str]],
+    enqueue: Enqueue,
+    queue: str = Queue.METRICS.value,
+    online_waiting: Callable[[], bool] | None = None,
 ) -> None:
     """Claim, compute and land a group of metric components (see the module's docstring); ``queue``: the
-    one they came on (metrics or online-metrics), where a retry sends them again."""
+    one they came on (metrics or online-metrics), where a retry sends them again.
+
+    ``online_waiting`` (batch groups): asked between components, every ``ONLINE_CHECK_SECONDS`` at
+    most; when it says online work waits, the group lands what it finished and hands the rest back to
+    its queue, so the process takes the online message next (its queue is served first) instead of
+    after the whole group: an online item waits for one batch component, not for a batch group."""
     refs = group_refs(pairs, queue)
     owner = task_id or uuid.uuid4().hex
     lease = get_settings().metrics_lease_seconds
@@ -106,8 +126,17 @@ def run_metric_group(
 
         # The process's heartbeat renews these leases while this task runs them, and no longer.
         with keeper.holding(owner, works, lease):
-            landed_at = time.monotonic()
-            for ref, work in works.items():
+            landed_at = checked_at = time.monotonic()
+            pending = list(works.items())
+            for index, (ref, work) in enumerate(pending):
+                # Never before the first component: a group that is handed back has made progress.
+                if online_waiting is not None and index and time.monotonic() - checked_at >= ONLINE_CHECK_SECONDS:
+                    checked_at = time.monotonic()
+                    if online_waiting():
+                        land()
+                        _hand_back([later for later, _ in pending[index:]], owner, claims, enqueue)
+                        observability.task_retried(queue, "handed_back")
+                        break
                 if not keeper.holds(owner, ref):
                     log.warning(
                         "component %s of score %s not started: its lease may have run out (the heartbeat could "

@@ -298,7 +298,13 @@ async def _outcome(ref: ComponentRef, work: WorkUnit, runtime: JudgeRuntime) -> 
 def metric_components(self, refs: list[list[str]], queue: str = Queue.METRICS.value) -> None:
     """Metric components ``[[score_id, component], ...]``: a group of scores' (see :mod:`assay.workers.metric_groups`),
     from ``queue`` (``metrics``, or ``online-metrics`` for online scores)."""
-    metric_groups.run_metric_group(self.request.id, refs, enqueuer.enqueue, queue)
+    online_waiting = _online_metrics_waiting if queue == Queue.METRICS.value else None
+    metric_groups.run_metric_group(self.request.id, refs, enqueuer.enqueue, queue, online_waiting)
+
+
+def _online_metrics_waiting() -> bool:
+    depths = queue_depths()
+    return bool(depths and depths.get(Queue.ONLINE_METRICS.value))
 
 
 @task("scoring.judge_components", Queue.JUDGE, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=20)

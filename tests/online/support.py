@@ -40,14 +40,15 @@ online:
 """
 
 
-def register_online_suite(quiet: float = 0.0, rate: float = 1.0, extra: str = "") -> None:
-    """The suite, registered as an API suite would be (the test store's file suites stay as they are)."""
+def register_online_suite(quiet: float = 0.0, rate: float = 1.0, extra: str = "", value: str = "refund") -> None:
+    """The suite, registered as an API suite would be (the test store's file suites stay as they are);
+    ``value``: the word its metric looks for (another one is other criteria)."""
     from assay.scoring.store.db import transaction
     from assay.scoring.suites.criteria import register_suite
     from assay.scoring.suites.loader import parse_suite
     from assay.settings import get_settings
 
-    text = SUITE_YAML.replace("QUIET", str(quiet)).replace("RATE", str(rate)) + extra
+    text = SUITE_YAML.replace("QUIET", str(quiet)).replace("RATE", str(rate)).replace("value: refund", f"value: {value}") + extra
     suite = parse_suite(text, config_dir=get_settings().config_dir, env=os.environ, origin="api")
     with transaction() as session:
         register_suite(session, suite, origin="api")

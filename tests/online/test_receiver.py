@@ -3,6 +3,7 @@ OTLP error (a google.rpc.Status in the request's encoding) for everything it can
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -186,3 +187,46 @@ def test_a_body_over_the_sent_size_cap_is_refused(client, monkeypatch):
     response = client.post("/v1/traces", content=body, headers=PROTOBUF)
     assert response.status_code == 413
     assert _stored() == []
+
+
+def test_mangled_exports_get_an_otlp_answer_never_a_500(client):
+    """Truncated, bit-flipped and spliced copies of a valid export, in both encodings: each is taken
+    whole, taken in part, or refused with a 400 in the request's encoding."""
+    import random
+
+    from google.protobuf import json_format
+
+    rng = random.Random(33)
+    trace, root = os.urandom(16), os.urandom(8)
+    request = export_request([chat_span(trace, root), chat_span(trace, os.urandom(8), root)])
+    valid = {PROTOBUF["Content-Type"]: request.SerializeToString()}
+    document = json_format.MessageToDict(request)
+    for spans in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if key in spans:
+                spans[key] = base64.b64decode(spans[key]).hex()
+    valid[JSON["Content-Type"]] = json.dumps(document).encode()
+    seen = set()
+    for content_type, body in valid.items():
+        for _ in range(25):
+            mangled = bytearray(body)
+            how = rng.choice(("truncate", "flip", "splice"))
+            if how == "truncate":
+                mangled = mangled[: rng.randrange(1, len(mangled))]
+            elif how == "flip":
+                for _ in range(rng.randint(1, 8)):
+                    mangled[rng.randrange(len(mangled))] ^= 1 << rng.randrange(8)
+            else:
+                start = rng.randrange(len(mangled))
+                mangled[start:start] = os.urandom(rng.randint(1, 64))
+            response = client.post("/v1/traces", content=bytes(mangled), headers={"Content-Type": content_type})
+            assert response.status_code in (200, 400), (how, response.status_code, response.text[:300])
+            assert response.headers["content-type"] == content_type
+            if response.status_code == 400:
+                assert _status(response).message
+            elif content_type == PROTOBUF["Content-Type"]:
+                ExportTraceServiceResponse.FromString(response.content)
+            else:
+                assert isinstance(response.json(), dict)
+            seen.add(response.status_code)
+    assert seen == {200, 400}  # both outcomes were exercised

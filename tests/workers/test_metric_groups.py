@@ -166,3 +166,63 @@ def test_a_group_does_not_start_a_component_whose_lease_it_no_longer_holds(clean
             )
         ).one()
     assert (status, owner) == ("in_progress", "task-2")  # left to its lease and the reconciler
+
+
+def test_a_batch_group_hands_its_unstarted_components_back_when_online_work_waits(clean_db, monkeypatch):
+    from sqlalchemy import select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import Score, ScoreComponent
+    from assay.workers import metric_groups as groups
+    from tests.scoring.test_pipeline import make_batch, plan_all
+
+    batch_id, _ = make_batch(2)
+    refs = [ref for ref in plan_all(batch_id) if ref.queue == "metrics"]
+    assert len(refs) == 6  # two KQL scores' three metrics
+    monkeypatch.setattr(groups, "ONLINE_CHECK_SECONDS", 0.0)
+    asked: list[int] = []
+    sent: list[list[ComponentRef]] = []
+
+    def online_waiting() -> bool:
+        asked.append(1)
+        return True
+
+    pairs = [[str(ref.score_id), ref.component] for ref in refs]
+    groups.run_metric_group("t1", pairs, lambda handed, countdown=None: sent.append(handed), "metrics", online_waiting)
+    # One component computed (never none), the other five handed back at once in one message.
+    assert asked == [1] and [len(handed) for handed in sent] == [5]
+    assert set(sent[0]) == set(refs[1:])
+    with transaction() as session:
+        rows = {(row.score_id, row.component): row for row in session.scalars(select(ScoreComponent))}
+        assert rows[(refs[0].score_id, refs[0].component)].landed_at is not None
+        for ref in refs[1:]:
+            row = rows[(ref.score_id, ref.component)]
+            assert (row.status, row.reason, row.attempts, row.lease_owner) == ("deferred", groups.HANDED_BACK, 0, None)
+    # The new message's task takes them: nothing lost, no attempt spent.
+    groups.run_metric_group("t2", [[str(ref.score_id), ref.component] for ref in sent[0]], lambda *a, **k: None, "metrics")
+    with transaction() as session:
+        metrics = session.scalars(select(ScoreComponent).where(ScoreComponent.queue == "metrics")).all()
+        assert len(metrics) == 6 and all(row.landed_at is not None and row.status in ("ok", "skipped") for row in metrics)
+        assert all(score.components_landed == 3 for score in session.scalars(select(Score)))
+
+
+def test_only_batch_groups_ask_whether_online_work_waits(clean_db, monkeypatch):
+    from sqlalchemy import select
+
+    from assay.scoring.store.db import transaction
+    from assay.scoring.store.models import ScoreComponent
+    from assay.workers import metric_groups as groups
+    from assay.workers import tasks
+    from tests.scoring.test_pipeline import make_batch, plan_all
+
+    batch_id, _ = make_batch(1)
+    refs = [ref for ref in plan_all(batch_id) if ref.queue == "metrics"]
+    monkeypatch.setattr(groups, "ONLINE_CHECK_SECONDS", 0.0)
+    asked: list[str] = []
+    monkeypatch.setattr(tasks, "_online_metrics_waiting", lambda: asked.append("asked") or True)
+    # An online group (its own queue) runs whole, however much online work waits behind it.
+    tasks.metric_components.apply(args=([[str(r.score_id), r.component] for r in refs],), kwargs={"queue": "online-metrics"}).get()
+    assert asked == []
+    with transaction() as session:
+        landed = session.scalars(select(ScoreComponent.landed_at).where(ScoreComponent.component.in_(METRICS))).all()
+        assert len(landed) == 3 and None not in landed

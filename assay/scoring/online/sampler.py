@@ -16,6 +16,13 @@ by trace, suite and rule):
   with a pending score under the suite's current criteria whose components go on the online queues,
   and an ``online_scores`` row linking the score to its trace and span.
 
+A span stored after its trace was decided (*late*) re-opens the trace (``assay.scoring.online.spans``).
+Once the trace is quiet again, a per-span rule that scored it, or that found nothing to match, decides
+the matching spans it has not made an item of yet, as above (budget and mapping included; sampling,
+drawn from the trace id, cannot change); a per-trace rule keeps the item it made, and
+``online_traces.late_spans`` counts what that item did not see; a trace decided ``sampled_out``,
+``over_budget`` or ``invalid`` stays so. The run's report counts the late items (``late``).
+
 Everything a decision makes commits together with the decision; the caller publishes the returned
 component refs after the commit (a lost publish is re-sent by the reconciler, like any other).
 """
@@ -24,7 +31,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -127,13 +134,10 @@ def sample(session: Session, now: datetime, limit: int) -> SampleReport:
     trace_ids = [trace.trace_id for trace in traces]
     spans = spans_of(session, trace_ids)
     done = {
-        (row.trace_id, row.suite_name, row.rule)
-        for row in session.execute(
-            select(OnlineDecision.trace_id, OnlineDecision.suite_name, OnlineDecision.rule).where(
-                OnlineDecision.trace_id.in_(trace_ids)
-            )
-        )
+        (row.trace_id, row.suite_name, row.rule): row
+        for row in session.scalars(select(OnlineDecision).where(OnlineDecision.trace_id.in_(trace_ids)))
     }
+    scored_spans = _scored_spans(session, trace_ids) if done else defaultdict(set)
     day = now.date().isoformat()
     budgets = _used_today(session, day)
     decided_traces = []
@@ -141,10 +145,12 @@ def sample(session: Session, now: datetime, limit: int) -> SampleReport:
         waiting = False
         for suite in suites:
             for rule in suite.rules.rules:
-                if (trace.trace_id, suite.record.name, rule.name) in done:
-                    continue
                 if trace.last_received_at > now - timedelta(seconds=rule.quiet_seconds):
                     waiting = True
+                    continue
+                key = (trace.trace_id, suite.record.name, rule.name)
+                if key in done:
+                    _revisit(session, suite, rule, done[key], spans[trace.trace_id], scored_spans[key], budgets, day, now, report)
                     continue
                 decision, count, reason = _decide(session, suite, rule, trace.trace_id, spans[trace.trace_id], budgets, day, now, report)
                 session.add(
@@ -161,6 +167,51 @@ def sample(session: Session, now: datetime, limit: int) -> SampleReport:
         session.execute(update(OnlineTrace).where(OnlineTrace.trace_id.in_(decided_traces)).values(decided=True))
     report.decided = len(decided_traces)
     return report
+
+
+def _scored_spans(session: Session, trace_ids: Sequence[str]) -> dict[tuple[str, str, str], set[str]]:
+    """The spans each (trace, suite, rule) already made an item of."""
+    found: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    rows = session.execute(
+        select(OnlineScore.trace_id, OnlineScore.suite_name, OnlineScore.rule, OnlineScore.span_id).where(
+            OnlineScore.trace_id.in_(trace_ids), OnlineScore.span_id.is_not(None)
+        )
+    )
+    for trace_id, suite_name, rule, span_id in rows:
+        found[(trace_id, suite_name, rule)].add(span_id)
+    return found
+
+
+def _revisit(
+    session: Session,
+    suite: OnlineSuite,
+    rule: OnlineRule,
+    decided: OnlineDecision,
+    spans: Sequence[Span],
+    scored: set[str],
+    budgets: dict[tuple[str, str], int],
+    day: str,
+    now: datetime,
+    report: SampleReport,
+) -> None:
+    """A rule already decided this trace and spans came after (late): a per-span rule that scored the
+    trace, or found nothing to match, decides the spans it has not made an item of; a per-trace rule
+    keeps its item (``online_traces.late_spans`` says what it missed), and a trace decided sampled out,
+    over budget or invalid stays so."""
+    if rule.per != "span" or decided.decision not in ("scored", "no_match"):
+        return
+    decision, count, reason = _decide(
+        session, suite, rule, decided.trace_id, spans, budgets, day, now, report, skip=scored
+    )
+    if decision == "scored":
+        decided.decision, decided.reason = "scored", None
+        decided.items += count
+        report.decisions["late"] += count
+        report.items += count
+    elif decided.decision == "no_match":
+        decided.decision, decided.reason = decision, reason
+    elif reason is not None:  # late spans over the budget, or that the mapping does not fit: said beside the score
+        decided.reason = f"late span(s): {reason}"
 
 
 def _used_today(session: Session, day: str) -> dict[tuple[str, str], int]:
@@ -182,8 +233,9 @@ def _decide(
     day: str,
     now: datetime,
     report: SampleReport,
+    skip: Collection[str] = (),
 ) -> tuple[str, int, str | None]:
-    matched = [span for span in spans if matches(rule, span)]
+    matched = [span for span in spans if span.span_id not in skip and matches(rule, span)]
     if not matched:
         return "no_match", 0, None
     if not sampled(trace_id, rule.sample_rate):

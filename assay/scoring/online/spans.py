@@ -9,19 +9,21 @@ drops whole partitions older than ``ASSAY_SPAN_RETENTION_DAYS``: no row-by-row d
 SQLite (the embedded mode) the table is plain and old rows are deleted.
 
 ``online_traces`` is upserted with the spans: when a trace's last span arrived and when its root span
-ended, for the sampler to find traces that may be complete.
+ended, for the sampler to find traces that may be complete. A span stored for a trace already decided
+is *late*: it is counted and re-opens the trace (see ``assay.scoring.online.sampler``).
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import case, delete, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from assay.scoring.store.db import dialect_insert
@@ -91,24 +93,35 @@ def store_spans(session: Session, rows: Sequence[dict[str, Any]], received_at: d
         _ensure_day(session, received_at.astimezone(timezone.utc).date())
     session.execute(insert(SPANS), [{**row, "id": uuid.uuid4(), "received_at": received_at} for row in rows])
     traces: dict[str, datetime | None] = {}
+    counts: Counter[str] = Counter()
     for row in rows:
         ended = None
         if row["parent_span_id"] is None:
             ended = datetime.fromtimestamp(row["end_unix_nano"] / 1e9, timezone.utc) if row["end_unix_nano"] else received_at
         traces[row["trace_id"]] = ended or traces.get(row["trace_id"])
+        counts[row["trace_id"]] += 1
     statement = dialect_insert(session)(OnlineTrace)
+    arrived = statement.excluded.span_count
     statement = statement.on_conflict_do_update(
         index_elements=[OnlineTrace.trace_id],
         set_={
             "last_received_at": statement.excluded.last_received_at,
             "root_ended_at": func.coalesce(OnlineTrace.root_ended_at, statement.excluded.root_ended_at),
+            "span_count": OnlineTrace.span_count + arrived,
+            # The row as committed when this upsert got its lock: spans for a decided trace are late, and
+            # re-open it (the sampler scores them for per-span rules once the trace is quiet again).
+            "late_spans": OnlineTrace.late_spans + case((OnlineTrace.decided, arrived), else_=0),
+            "decided": False,
         },
     )
     # Sorted: two exports touching the same traces lock their rows in one order (no deadlock).
     session.execute(
         statement,
         [
-            dict(trace_id=trace_id, first_received_at=received_at, last_received_at=received_at, root_ended_at=ended, decided=False)
+            dict(
+                trace_id=trace_id, first_received_at=received_at, last_received_at=received_at, root_ended_at=ended,
+                decided=False, span_count=counts[trace_id], late_spans=0,
+            )
             for trace_id, ended in sorted(traces.items())
         ],
     )

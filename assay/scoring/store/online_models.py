@@ -8,7 +8,8 @@ the sampler decided for each trace and rule, and the link from an online score t
   plain table and deletes old rows instead. An exporter that retries sends a span twice: both rows are
   kept, and the sampler reads each (trace, span) once.
 - ``online_traces``: one row per trace id, upserted with each export, saying when its root span ended
-  and when its last span arrived: the sampler's index of traces that may be complete.
+  and when its last span arrived (the sampler's index of traces that may be complete), how many spans
+  it has and how many of them arrived after it was decided.
 - ``online_decisions``: per trace and per rule of a suite, what the sampler decided (``scored``,
   ``sampled_out``, ``over_budget``, ``no_match``, ``invalid``), so each trace is decided once.
 - ``online_scores``: an online score's trace and span ids, its suite, rule and slice: what the
@@ -21,7 +22,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, Uuid
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from assay.scoring.store.base import Base, JsonText, NullableJsonText
@@ -69,8 +70,11 @@ class OnlineTrace(Base):
     last_received_at: Mapped[datetime] = mapped_column(default=utcnow)
     # When the span without a parent (the root) arrived ended; NULL while it has not arrived.
     root_ended_at: Mapped[datetime | None]
-    # Every rule decided: the sampler looks at it no more (a span arriving later is stored, not scored).
+    # Every rule decided: the sampler looks at it no more until a span arrives late, which re-opens it.
     decided: Mapped[bool] = mapped_column(Boolean, default=False)
+    span_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Spans stored while the trace was decided (late): per-span rules score them, per-trace rules do not.
+    late_spans: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class OnlineDecision(Base):
