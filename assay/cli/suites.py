@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from assay.cli.common import ApiKey, ApiUrl, api_client, console, request
+from assay.cli.common import ApiKey, ApiUrl, api_client, console, print_json, request
 
 suite_cli = typer.Typer(help="Check suite files, and register them through the API.", no_args_is_help=True)
 
@@ -17,38 +16,52 @@ suite_cli = typer.Typer(help="Check suite files, and register them through the A
 @suite_cli.command("validate")
 def suite_validate(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="A suite file (YAML or JSON).")],
+    items: Annotated[
+        Optional[Path],
+        typer.Option(
+            exists=True, dir_okay=False, readable=True,
+            help="Sample items (JSONL or a JSON array): report, per line, what the upload would reject and "
+            "which components would skip or fail.",
+        ),
+    ] = None,
 ) -> None:
-    """Resolve a suite file as `assay run --suite FILE` would: print the resolved criteria (JSON, on
-    stdout), its criteria hash, and every problem found. Exit 1 on a problem.
+    """Resolve a suite file as `assay run --suite FILE` would and report every problem at once, each
+    with its component and field. Exit 1 on a problem, 0 when clean.
 
-    Files the suite names (prompt_file, rubric_file) are read beside FILE, ${VAR} from the environment,
-    the judge model through ASSAY_CONFIG_DIR's models.yaml. Says too whether the suite could be
-    registered through the API as it is (`assay suite push`).
+    Prints a JSON report on stdout (the resolved criteria, the criteria hash, the problems, the sample
+    lines' findings) and the problems in words on stderr. Checks the weights add up to 1 and the judge
+    prompts' {{...}} placeholders against the fields the suite's items have. Files the suite names
+    (prompt_file, rubric_file) are read beside FILE, ${VAR} from the environment, the judge model
+    through ASSAY_CONFIG_DIR's models.yaml. Says too whether the suite could be registered through the
+    API as it is (`assay suite push`).
     """
     from assay.scoring.errors import CriteriaError
     from assay.scoring.suites.api_suites import parse_body
-    from assay.scoring.suites.criteria import load_suite_file
+    from assay.scoring.suites.validation import validate_suite_file
     from assay.settings import get_settings
 
     config_dir = get_settings().config_dir
-    try:
-        suite = load_suite_file(file, config_dir)
-    except CriteriaError as exc:
-        console.print(f"[red]problem:[/red] {escape(exc.message)}", highlight=False)
-        raise typer.Exit(1) from None
-    print(
-        json.dumps(
-            {
-                "name": suite.name,
-                "criteria_hash": suite.criteria_hash,
-                "criteria": json.loads(suite.criteria.canonical_json()),
-                "options": suite.options.model_dump(mode="json"),
-            },
-            indent=2,
-            ensure_ascii=False,
+    report = validate_suite_file(file, config_dir, items=items)
+    print_json(report.to_dict())
+    for problem in report.problems:
+        console.print(f"[red]problem:[/red] {escape(str(problem))}", highlight=False)
+    for finding in report.findings:
+        colour = "yellow" if finding.outcome == "skip" else "red"
+        console.print(f"[{colour}]{escape(str(finding))}[/{colour}]", highlight=False)
+    suite = report.suite
+    if items is not None and suite is not None:
+        bad_lines = len({f.line for f in report.findings})
+        console.print(f"{report.items_checked} sample item(s) checked: {bad_lines} with a finding", highlight=False)
+    if suite is None or report.problems:
+        console.print(f"{len(report.problems)} problem(s) in {escape(str(file))}", highlight=False)
+        raise typer.Exit(1)
+    if report.valid:
+        console.print(f"suite [bold]{escape(suite.name)}[/bold] ({suite.criteria.kind}) is valid")
+    else:
+        console.print(
+            f"suite [bold]{escape(suite.name)}[/bold] ({suite.criteria.kind}) resolves, but sample lines would be "
+            "rejected or fail (above)"
         )
-    )
-    console.print(f"suite [bold]{escape(suite.name)}[/bold] ({suite.criteria.kind}) is valid")
     console.print(f"criteria hash {suite.criteria_hash}")
     try:
         parse_body(file.read_bytes(), "json" if file.suffix == ".json" else "yaml", config_dir)
@@ -56,6 +69,8 @@ def suite_validate(
         console.print(f"not registrable through the API as it is: {escape(exc.message)}", highlight=False)
     else:
         console.print("registrable through the API as it is (assay suite push)")
+    if not report.valid:
+        raise typer.Exit(1)
 
 
 @suite_cli.command("push")
