@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -81,10 +81,17 @@ def suite_push(
 ) -> None:
     """Register a suite file through the API (POST /api/v1/suites): a new suite, or the next version
     of an API suite of its name. A file suite's name is refused (files win)."""
-    content_type = "application/json" if file.suffix == ".json" else "application/yaml"
     with api_client(api_url, api_key) as client:
-        out = request(client.post, "/api/v1/suites", content=file.read_bytes(), headers={"Content-Type": content_type})
+        registered = push_file(client, file)
+    print(registered["version"]["criteria_hash"])
+
+
+def push_file(client: Any, file: Path) -> dict[str, Any]:
+    """Register a suite file through the API (``suite push``, ``submit --suite FILE``) and say what it
+    did; returns the API's answer."""
+    content_type = "application/json" if file.suffix == ".json" else "application/yaml"
+    out = request(client.post, "/api/v1/suites", content=file.read_bytes(), headers={"Content-Type": content_type})
     version, suite = out["version"], out["suite"]
     what = f"version {version['version']}" if out["created"] else f"unchanged (version {version['version']})"
     console.print(f"suite [bold]{escape(suite['name'])}[/bold]: {what} · criteria hash {version['criteria_hash']}")
-    print(version["criteria_hash"])
+    return out

@@ -232,3 +232,24 @@ def test_push_registers_a_suite_through_the_api_and_again_is_unchanged(clean_db,
         assert again.stdout == first.stdout  # the criteria hash
         refused = assay("suite", "push", str(write_suite(tmp_path / "other")), "--api-url", url, "--api-key", API_KEY)
         assert refused.returncode == 2 and "error 422" in refused.stderr and "${VAR}" in refused.stderr
+
+
+def test_submit_takes_a_suite_file_and_registers_it_through_the_api(clean_db, tmp_path):
+    path = tmp_path / "support_bot.yaml"
+    path.write_text(yaml.safe_dump(SUPPORT_BOT, sort_keys=False))
+    items = tmp_path / "answers.jsonl"
+    items.write_text('{"question": "q1", "answer": "a1", "gold": "a1", "meta": {"product": "x"}}\n')
+    with api_process() as url:
+        env = plain_env(ASSAY_API_URL=url, ASSAY_API_KEY=API_KEY)
+        first = assay("submit", str(items), "--suite", str(path), env=env, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert "suite support_bot: version 1" in " ".join(first.stderr.split()) and "1 items accepted" in first.stderr
+        again = assay("submit", str(items), "--suite", str(path), env=env, cwd=tmp_path)
+        assert again.returncode == 0 and "unchanged (version 1)" in again.stderr
+        status = assay("status", first.stdout.strip(), "--json", env=env, cwd=tmp_path)
+        assert json.loads(status.stdout)["suite"] == "support_bot"
+        missing = assay("submit", str(items), "--suite", str(tmp_path / "nope.yaml"), env=env, cwd=tmp_path)
+        assert missing.returncode == 2 and "no such suite file" in missing.stderr
+        # What an API suite may not use is the API's 422, before anything is uploaded.
+        refused = assay("submit", str(items), "--suite", str(write_suite(tmp_path / "mine")), env=env, cwd=tmp_path)
+        assert refused.returncode == 2 and "${VAR}" in refused.stderr and "accepted" not in refused.stderr
