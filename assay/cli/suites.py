@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
-from assay.cli.common import ApiKey, ApiUrl, api_client, console, print_json, request
+from assay.cli.common import ApiKey, ApiUrl, api_client, console, fail, out, print_json, request
+from assay.cli.gating import AsJson, EmbeddedDb, EmbeddedStore, OptionalApiUrl
 
-suite_cli = typer.Typer(help="Check suite files, and register them through the API.", no_args_is_help=True)
+suite_cli = typer.Typer(
+    help="Check suite files, register them through the API, and list suites and their criteria versions.",
+    no_args_is_help=True,
+)
 
 
 @suite_cli.command("validate")
@@ -95,3 +102,86 @@ def push_file(client: Any, file: Path) -> dict[str, Any]:
     what = f"version {version['version']}" if out["created"] else f"unchanged (version {version['version']})"
     console.print(f"suite [bold]{escape(suite['name'])}[/bold]: {what} · criteria hash {version['criteria_hash']}")
     return out
+
+
+def _read(db: Path, api_url: str | None, api_key: str | None, path: str, service: Callable[[Any], Any]) -> Any:
+    """``path`` through the API with --api-url; else ``service(session)`` on the embedded store (--db):
+    the same service the API's route calls, so both answer alike."""
+    if api_url:
+        with api_client(api_url, api_key) as client:
+            return request(client.get, path)
+    EmbeddedStore(db)  # points the store at the SQLite file (exit 2 when there is none)
+    from assay.scoring.errors import AssayError
+    from assay.scoring.store.db import new_session
+
+    try:
+        with new_session() as session:
+            return service(session)
+    except AssayError as exc:
+        fail(exc.message)
+
+
+@suite_cli.command("list")
+def suite_list(
+    as_json: AsJson = False,
+    db: EmbeddedDb = Path(".assay/embedded.db"),
+    api_url: OptionalApiUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """List the suites a store knows (file, API and run-by-path suites) with their current criteria
+    hash and how many API versions they have. Reads the embedded store (--db), or the API with --api-url."""
+    from assay.scoring.suites.api_suites import list_suites
+
+    listed = _read(db, api_url, api_key, "/api/v1/suites", lambda session: {"suites": list_suites(session)})
+    if as_json:
+        print_json(listed)
+        return
+    table = Table(title=f"suites in {escape(api_url or str(db))}")
+    for column in ("name", "kind", "origin", "state", "API versions", "current criteria hash"):
+        table.add_column(column)
+    for s in listed["suites"]:
+        table.add_row(escape(s["name"]), s["kind"], s["origin"], s["state"], str(s["versions"]), s["current_criteria_hash"])
+    out.print(table)
+
+
+@suite_cli.command("show")
+def suite_show(
+    name: Annotated[str, typer.Argument(help="The suite's name.")],
+    version: Annotated[
+        Optional[int], typer.Option(min=1, help="Show this criteria version with its resolved criteria.")
+    ] = None,
+    as_json: AsJson = False,
+    db: EmbeddedDb = Path(".assay/embedded.db"),
+    api_url: OptionalApiUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Show a suite's criteria versions (number, criteria hash, since, batches, current), or with
+    --version N that version's resolved criteria. An API suite's versions are those registered through
+    the API; a file suite's the criteria hashes its batches were scored under, by first use. Reads the
+    embedded store (--db), or the API with --api-url."""
+    from assay.scoring.suites import history
+
+    if version is not None:
+        shown = _read(
+            db, api_url, api_key, f"/api/v1/suites/{name}/criteria/{version}",
+            lambda session: history.criteria_version(session, name, version),
+        )
+        if as_json:
+            print_json(shown)
+            return
+        out.print(f"suite {escape(name)} · version {shown['version']} · criteria hash {shown['criteria_hash']}", highlight=False)
+        out.print(f"since {shown['since']} · {shown['batches']} batch(es){' · current' if shown['current'] else ''}", highlight=False)
+        out.print(json.dumps(shown["criteria"], indent=2, ensure_ascii=False), highlight=False, markup=False)
+        return
+    versions = _read(
+        db, api_url, api_key, f"/api/v1/suites/{name}/criteria", lambda session: history.criteria_versions(session, name)
+    )
+    if as_json:
+        print_json(versions)
+        return
+    table = Table(title=f"suite {escape(name)} ({versions['kind']}, {versions['origin']}): versions are {versions['numbered']}")
+    for column in ("version", "criteria hash", "since", "batches", "current"):
+        table.add_column(column)
+    for v in versions["versions"]:
+        table.add_row(str(v["version"]), v["criteria_hash"], str(v["since"] or "–"), str(v["batches"]), "yes" if v["current"] else "")
+    out.print(table)
