@@ -1,0 +1,1164 @@
+"""A loopback fake of the Anthropic Messages API (and its Message Batches API), for tests and benchmarks,
+driven through the real SDK.
+
+Run it in a background thread::
+
+    with FakeAnthropic(latency=0.0) as fake:
+        client = anthropic.Anthropic(api_key="test", base_url=fake.base_url, max_retries=0)
+        fake.script({"kind": "overloaded", "times": 5}, {"kind": "ok"})
+
+or as its own process (for live workers and benchmarks), scripted over the same HTTP control plane
+with ``FakeControl(base_url)``::
+
+    python -m assay.dev.anthropic_server --port 8765 --latency 0.05
+
+API: ``POST /v1/messages`` (JSON or SSE stream), ``POST /v1/messages/count_tokens``, and the batches:
+``POST /v1/messages/batches`` (create), ``GET /v1/messages/batches`` (list, newest first, ``limit``/
+``after_id``/``before_id``), ``GET``/``DELETE /v1/messages/batches/{id}``, ``POST .../{id}/cancel`` and
+``GET .../{id}/results`` (JSON Lines; ``results_url`` names this server, so the SDK's ``results()`` works).
+Control plane: ``POST /_fake/script`` (``{"behaviours": [...]}`` appended to the queue, one per realtime
+call), ``POST /_fake/config`` (partial ``FakeConfig``), ``POST /_fake/batch_outcomes`` (below),
+``GET /_fake/calls``, ``POST /_fake/reset`` (also forgets batches and batch outcomes).
+
+Trouble for a time window (an outage, a 429 storm): ``configure(default_kind="overloaded")`` (or
+``"rate_limit"`` with ``default_retry_after=5``, sent as ``retry-after: 5``) makes every unscripted call
+answer so until ``configure(default_kind="ok", default_retry_after=None)`` ends the window;
+``default_share=0.3`` makes it a random 30 % of them (a storm of random 429s among answered calls).
+
+Answers follow the schema in ``output_config.format.schema`` and are a deterministic function of
+the first user message, so repeated runs agree. Calls are counted per *item key*: the sha256 of the
+first user message's text; a repair call (any conversation longer than one message) counts against
+the same key and is flagged ``repair``. Every call record says its ``lane`` ("realtime" or "batch"; batch
+ones also carry ``batch_id`` and ``custom_id``); ``/_fake/calls`` adds per-lane counts (``by_lane``) and
+how often each batch endpoint was hit (``batch_api``).
+
+Repeats (calibration, the judge's noise): ``configure(repeat_spread=0.1)`` makes the n-th answered
+first call (n = 0, 1, 2, ...; repairs answer like the call they repair) for one item key move every
+number the schema bounds by +spread (n even) or -spread (n odd) of its range (maximum - minimum;
+rounded for integers; a number with a bound missing moves by spread itself). The base answer is first
+pulled inside [minimum + move, maximum - move], so the answers stay in range and the spread is exact:
+a 0..1 score answers base' + 0.1, base' - 0.1, base' + 0.1, ... and a 1..5 scale with spread 0.25
+moves by one step. Enumerations and booleans do not move. ``0`` (the default) answers alike every time.
+
+Batches: a batch is ``in_progress`` for ``batch_processing_seconds`` (requests finish evenly over that
+time), then ``ended``, its results made by the same code as ``/v1/messages`` answers (same text, same
+usage and prompt-cache accounting), one call each for succeeded and errored requests. Results come in
+reverse submission order, as the real API promises no order. Reading results before the end is a 400.
+A cancel makes the batch ``canceling`` for ``batch_cancel_seconds``, then ``ended``; requests not yet
+finished when it came are ``canceled``. As in the real API, a batch's envelope is checked at create
+(400: custom_ids unique and ``^[a-zA-Z0-9_-]{1,64}$``, at most 100,000 requests) but each request's
+``params`` only while processing: invalid ones (sampling parameters, ``stream``, missing fields) end
+``errored`` with the invalid_request_error ``/v1/messages`` would answer, and are not counted as calls.
+The realtime script queue never applies to batches; their outcomes are scripted with::
+
+    POST /_fake/batch_outcomes {"outcomes": {"<custom_id>": "errored"}, "every_nth": {"n": 5, "outcome": "expired"}}
+
+An outcome is one of succeeded, errored (api_error), expired, malformed (text that is not JSON),
+out_of_range (JSON past the schema's bounds, or a label its enum lacks), truncated (stop_reason
+max_tokens). ``outcomes`` are merged into those pending, and each applies once: to the next batch
+created that holds that custom_id.
+``every_nth`` (the 5th, 10th, ... request of every batch created from then on; a custom_id outcome wins)
+replaces the previous rule, or with ``null`` clears it. The answer is what is pending. ``FakeControl``
+wraps it as ``batch_outcomes(outcomes, every_nth=..., nth_outcome=...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import secrets
+import time
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import httpx
+import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from assay.dev.loopback import SERVER_DEFAULTS, LoopbackServer
+
+INJECTION_MARKER = "IGNORE PREVIOUS INSTRUCTIONS"
+# API version 2026-10-21 (the one SDK 2.x sends) removed sampling parameters: the real API answers 400.
+SAMPLING_PARAMETERS = frozenset({"temperature", "top_p", "top_k"})
+LEGACY_API_VERSION = "2023-06-01"
+CHARS_PER_TOKEN = 4
+WINDOW_SECONDS = 60.0
+CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 256 * 1024 * 1024
+BATCH_EXPIRY_SECONDS = 24 * 3600.0
+BATCH_ENDPOINTS = ("create", "retrieve", "list", "results", "cancel", "delete")
+
+BehaviourKind = Literal[
+    "ok",  # a valid answer (plain text without a schema)
+    "malformed",  # an answer that is not JSON
+    "truncated",  # half an answer, stop_reason "max_tokens"
+    "out_of_range",  # JSON that breaks the schema's bounds or enums (or, without either, adds a field)
+    "hang",  # hold the request for hang_seconds, past the client's timeout (then answer, if anyone listens)
+    "rate_limit",  # 429 rate_limit_error
+    "spend_limit",  # 429 whose error says the spend limit is reached
+    "overloaded",  # 529 overloaded_error
+    "server_error",  # 500 api_error
+    "unauthorized",  # 401 authentication_error
+    "bad_request",  # 400 invalid_request_error
+    "error",  # any status: give ``status`` (and ``error_type``)
+]
+
+_ERRORS: dict[str, tuple[int, str, str]] = {
+    "rate_limit": (429, "rate_limit_error", "This request would exceed your organization's rate limit."),
+    "spend_limit": (
+        429,
+        "rate_limit_error",
+        "Your organization has reached its spend limit. You will regain access when the limit is raised.",
+    ),
+    "overloaded": (529, "overloaded_error", "Overloaded"),
+    "server_error": (500, "api_error", "Internal server error"),
+    "unauthorized": (401, "authentication_error", "invalid x-api-key"),
+    "bad_request": (400, "invalid_request_error", "messages: the request is not valid"),
+}
+_TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+class Behaviour(BaseModel):
+    """What the fake does for one call (``times`` consecutive calls)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: BehaviourKind = "ok"
+    times: int = Field(1, ge=1)
+    latency: float | None = Field(None, ge=0, description="Seconds before answering; None = the configured default.")
+    status: int | None = Field(None, ge=400, le=599, description="Error status for kind 'error' (or to override).")
+    error_type: str | None = None
+    message: str | None = None
+    retry_after: float | None = Field(None, ge=0, description="Seconds, sent as the retry-after header.")
+    retry_after_ms: float | None = Field(None, ge=0, description="Milliseconds, sent as retry-after-ms.")
+    hang_seconds: float = Field(600.0, ge=0)
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra response headers.")
+
+
+class FakeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    latency: float = Field(0.0, ge=0)
+    default_kind: BehaviourKind = "ok"
+    default_retry_after: float | None = Field(
+        None, ge=0, description="Seconds sent as retry-after with the errors default_kind answers; None: no header."
+    )
+    default_share: float = Field(
+        1.0, ge=0, le=1, description="Share of unscripted calls default_kind answers, drawn at random with a fixed"
+        " seed (the rest are answered ok): 0.3 with rate_limit is a storm of random 429s.",
+    )
+    obey_injection: bool = Field(
+        True, description=f"Obey prompts containing {INJECTION_MARKER!r}: answer as injection_answer says."
+    )
+    injection_answer: Literal["out_of_range", "max_in_range"] = Field(
+        "out_of_range",
+        description="out_of_range: JSON past the schema's bounds, with a field it does not name; max_in_range: "
+        "JSON the schema accepts, every bounded number at its maximum (an injection a schema cannot stop).",
+    )
+    min_array_items: int = Field(
+        0, ge=0, description="Arrays in schema-following answers get at least this many items (as the schema allows)."
+    )
+    requests_limit: int = Field(4000, ge=1, description="Reported in anthropic-ratelimit-requests-* headers.")
+    input_tokens_limit: int = Field(2_000_000, ge=1, description="Reported in anthropic-ratelimit-input-tokens-*.")
+    batch_processing_seconds: float = Field(0.5, ge=0, description="How long a new batch stays in_progress.")
+    repeat_spread: float = Field(
+        0.0, ge=0, le=0.5, description="The n-th answer for one item key moves every bounded number by +spread "
+        "(n even) or -spread (n odd) of its range, staying in range (see the module docstring); 0: no spread.",
+    )
+    batch_cancel_seconds: float = Field(0.1, ge=0, description="How long a canceled batch stays canceling.")
+    pairwise_preference: Literal["none", "longer", "marker", "first"] = Field(
+        "none", description="How a pairwise verdict (a label schema of a, b, tie) is answered: longer (the longer "
+        "output wins, equal lengths tie), marker (the output holding pairwise_marker wins, both or neither tie), first "
+        "(always a: pure position bias); none: like any schema. The outputs are read under '### Output A' and "
+        "'### Output B' in the user message (the default pairwise prompt).",
+    )
+    pairwise_marker: str = Field("[BEST]", min_length=1, description="What pairwise_preference marker looks for.")
+
+
+BatchOutcome = Literal["succeeded", "errored", "expired", "malformed", "out_of_range", "truncated"]
+# The realtime behaviour each outcome answers like; it is the ``kind`` on the call record.
+_OUTCOME_KIND: dict[str, BehaviourKind] = {
+    "succeeded": "ok",
+    "errored": "server_error",
+    "malformed": "malformed",
+    "out_of_range": "out_of_range",
+    "truncated": "truncated",
+}
+
+
+class EveryNth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(..., ge=1)
+    outcome: BatchOutcome
+
+
+class BatchOutcomes(BaseModel):
+    """The body of ``POST /_fake/batch_outcomes``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcomes: dict[str, BatchOutcome] = Field(default_factory=dict)
+    every_nth: EveryNth | None = None
+
+
+# --- answers that follow a schema ----------------------------------------------------------------
+
+_WORDS = (
+    "query filter table join window aggregate evidence timeline signal alert pod process file log metric "
+    "summary gap tool confidence scope result column threshold pattern session approach step"
+).split()
+_BOUND = re.compile(r"\b(minimum|maximum|exclusiveMinimum|exclusiveMaximum):\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+
+
+def _bounds(schema: dict[str, Any]) -> dict[str, float]:
+    """Numeric bounds, whether kept as keywords or moved into the description by the SDK's strict
+    transform (``{minimum: 0, maximum: 1}``), which a real model reads too."""
+    found = {k: float(v) for k, v in _BOUND.findall(schema.get("description") or "")}
+    for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if isinstance(schema.get(key), int | float):
+            found[key] = float(schema[key])
+    return found
+
+
+class _Generator:
+    def __init__(self, root: dict[str, Any], rng: random.Random, min_array_items: int = 0) -> None:
+        self.defs = root.get("$defs") or root.get("definitions") or {}
+        self.rng = rng
+        self.min_array_items = min_array_items
+
+    def resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in schema:
+            schema = self.defs[schema["$ref"].rsplit("/", 1)[-1]]
+        return schema
+
+    def value(self, schema: dict[str, Any], depth: int = 0) -> Any:
+        schema = self.resolve(schema)
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return self.rng.choice(schema["enum"])
+        for key in ("anyOf", "oneOf"):
+            if schema.get(key):
+                variants = [v for v in schema[key] if self.resolve(v).get("type") != "null"] or schema[key]
+                return self.value(self.rng.choice(variants), depth)
+        if schema.get("allOf"):
+            merged: dict[str, Any] = {}
+            for part in schema["allOf"]:
+                merged.update(self.resolve(part))
+            return self.value(merged, depth)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "null")
+        if kind == "object":
+            return {name: self.value(sub, depth + 1) for name, sub in (schema.get("properties") or {}).items()}
+        if kind == "array":
+            low = int(schema.get("minItems", 0))
+            high = int(schema.get("maxItems", low + 2 if depth < 4 else low))
+            low = min(max(low, self.min_array_items), max(low, high))
+            items = schema.get("items") or {"type": "string"}
+            return [self.value(items, depth + 1) for _ in range(self.rng.randint(low, max(low, high)))]
+        if kind in ("integer", "number"):
+            return self.number(schema, integer=kind == "integer")
+        if kind == "boolean":
+            return self.rng.random() < 0.5
+        if kind == "null":
+            return None
+        return self.string(schema)
+
+    def number(self, schema: dict[str, Any], *, integer: bool) -> int | float:
+        b = _bounds(schema)
+        step = 1 if integer else 0.01
+        low = b.get("minimum", b["exclusiveMinimum"] + step if "exclusiveMinimum" in b else None)
+        high = b.get("maximum", b["exclusiveMaximum"] - step if "exclusiveMaximum" in b else None)
+        if low is None:
+            low = 0.0 if high is None or high >= 0 else high - 100
+        if high is None:
+            high = low + 100
+        if integer:
+            return self.rng.randint(math.ceil(low), math.floor(high))
+        return min(high, max(low, round(self.rng.uniform(low, high), 2)))
+
+    def string(self, schema: dict[str, Any]) -> str:
+        fmt = schema.get("format")
+        if fmt == "date-time":
+            return datetime.fromtimestamp(1_700_000_000 + self.rng.randint(0, 10**7), UTC).isoformat()
+        if fmt == "date":
+            return datetime.fromtimestamp(1_700_000_000 + self.rng.randint(0, 10**7), UTC).date().isoformat()
+        if fmt == "uuid":
+            return "%08x-%04x-4%03x-8%03x-%012x" % tuple(self.rng.getrandbits(b) for b in (32, 16, 12, 12, 48))
+        if fmt in ("email",):
+            return f"{self.rng.choice(_WORDS)}@example.com"
+        if fmt in ("uri",):
+            return f"https://example.com/{self.rng.choice(_WORDS)}"
+        text = " ".join(self.rng.choice(_WORDS) for _ in range(self.rng.randint(4, 12)))
+        low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+        while len(text) < low:
+            text += " " + self.rng.choice(_WORDS)
+        return text[: int(high)] if high is not None else text
+
+    def spread(self, schema: dict[str, Any], instance: Any, share: float) -> None:
+        """Move every bounded number in ``instance`` by ``share`` of its range (signed), first pulling
+        it inside the bounds by that move so the moved value stays in range."""
+        schema = self.resolve(schema)
+        if isinstance(instance, dict):
+            for name, sub in (schema.get("properties") or {}).items():
+                sub = self.resolve(sub)
+                if name not in instance:
+                    continue
+                if sub.get("type") in ("integer", "number") and not _string_choices(sub):
+                    instance[name] = _moved(instance[name], _bounds(sub), share, integer=sub["type"] == "integer")
+                else:
+                    self.spread(sub, instance[name], share)
+        elif isinstance(instance, list) and schema.get("items"):
+            for element in instance:
+                self.spread(schema["items"], element, share)
+
+    def max_bounds(self, schema: dict[str, Any], instance: Any) -> None:
+        """Set every number in ``instance`` that has a maximum to that maximum."""
+        schema = self.resolve(schema)
+        if isinstance(instance, dict):
+            for name, sub in (schema.get("properties") or {}).items():
+                sub = self.resolve(sub)
+                if name not in instance:
+                    continue
+                top = _bounds(sub).get("maximum")
+                if sub.get("type") in ("integer", "number") and top is not None:
+                    instance[name] = int(top) if sub["type"] == "integer" else top
+                else:
+                    self.max_bounds(sub, instance[name])
+        elif isinstance(instance, list) and schema.get("items"):
+            for element in instance:
+                self.max_bounds(schema["items"], element)
+
+    def break_bounds(self, schema: dict[str, Any], instance: Any) -> bool:
+        """Push every bounded number in ``instance`` past its bound and give every enumerated string a
+        value the enum does not list (a judge naming a label the rubric has not got); True if there was one."""
+        schema = self.resolve(schema)
+        broke = False
+        if isinstance(instance, dict):
+            for name, sub in (schema.get("properties") or {}).items():
+                sub = self.resolve(sub)
+                b = _bounds(sub)
+                if name in instance and _string_choices(sub):
+                    instance[name] = _unlisted(_string_choices(sub))
+                    broke = True
+                elif name in instance and sub.get("type") in ("integer", "number") and b:
+                    if "maximum" in b or "exclusiveMaximum" in b:
+                        over = b.get("maximum", b.get("exclusiveMaximum", 0.0)) + 1
+                    else:
+                        over = b.get("minimum", b.get("exclusiveMinimum", 0.0)) - 1
+                    instance[name] = int(over) if sub["type"] == "integer" else over
+                    broke = True
+                elif name in instance:
+                    broke = self.break_bounds(sub, instance[name]) or broke
+        elif isinstance(instance, list) and schema.get("items"):
+            for element in instance:
+                broke = self.break_bounds(schema["items"], element) or broke
+        return broke
+
+
+def _moved(value: float, bounds: dict[str, float], share: float, *, integer: bool) -> int | float:
+    low = bounds.get("minimum", bounds.get("exclusiveMinimum"))
+    high = bounds.get("maximum", bounds.get("exclusiveMaximum"))
+    move = abs(share) * (high - low) if low is not None and high is not None else abs(share)
+    if integer:
+        move = round(move)
+    base = value
+    if low is not None:
+        base = max(base, low + move)
+    if high is not None:
+        base = min(base, high - move)
+    moved = base + math.copysign(move, share)
+    return int(round(moved)) if integer else round(moved, 10)
+
+
+def _string_choices(schema: dict[str, Any]) -> list[str]:
+    """The strings an enumerated string field allows (``enum``, or ``const`` alone), else []."""
+    choices = schema["enum"] if schema.get("enum") else [schema["const"]] if "const" in schema else []
+    return choices if choices and all(isinstance(c, str) for c in choices) else []
+
+
+def _unlisted(choices: list[str]) -> str:
+    label = "unlisted"
+    while label in choices:
+        label += "_label"
+    return label
+
+
+def _seed(item_key: str) -> random.Random:
+    return random.Random(int(item_key[:16], 16))
+
+
+def schema_answer(
+    schema: dict[str, Any], item_key: str, min_array_items: int = 0, *, repeat: int = 0, spread: float = 0.0
+) -> Any:
+    """The answer for an item key; with ``spread``, its ``repeat``-th answer (see the module docstring)."""
+    generator = _Generator(schema, _seed(item_key), min_array_items)
+    instance = generator.value(schema)
+    if spread:
+        generator.spread(schema, instance, spread if repeat % 2 == 0 else -spread)
+    return instance
+
+
+_PAIR_OUTPUTS = re.compile(r"### Output A\n(?P<a>.*?)\n\n### Output B\n(?P<b>.*)", re.DOTALL)
+PAIRWISE_LABELS = ["a", "b", "tie"]
+
+
+def pairwise_answer(schema: dict[str, Any], user_text: str, config: FakeConfig) -> dict[str, str] | None:
+    """A scripted pairwise verdict (``pairwise_preference``), or None when none applies: no preference
+    set, a schema that is not the a / b / tie label, or a prompt without the two output sections."""
+    label_schema = (schema.get("properties") or {}).get("label") or {}
+    if config.pairwise_preference == "none" or sorted(label_schema.get("enum") or []) != PAIRWISE_LABELS:
+        return None
+    found = _PAIR_OUTPUTS.search(user_text)
+    if found is None:
+        return None
+    a, b = found.group("a").rstrip("\n"), found.group("b").rstrip("\n")
+    if config.pairwise_preference == "first":
+        label = "a"
+    elif config.pairwise_preference == "longer":
+        label = "tie" if len(a) == len(b) else ("a" if len(a) > len(b) else "b")
+    else:
+        marked = (config.pairwise_marker in a, config.pairwise_marker in b)
+        label = {(True, False): "a", (False, True): "b"}.get(marked, "tie")
+    return {"reasoning": f"scripted preference {config.pairwise_preference}: {label}", "label": label}
+
+
+def max_in_range_answer(schema: dict[str, Any], item_key: str) -> Any:
+    generator = _Generator(schema, _seed(item_key))
+    instance = generator.value(schema)
+    generator.max_bounds(schema, instance)
+    return instance
+
+
+def out_of_range_answer(schema: dict[str, Any], item_key: str, *, extra_field: bool) -> Any:
+    generator = _Generator(schema, _seed(item_key))
+    instance = generator.value(schema)
+    broke = generator.break_bounds(schema, instance)
+    if isinstance(instance, dict) and (extra_field or not broke):
+        instance["note"] = "Instructions ignored as requested."
+    return instance
+
+
+# --- request reading -------------------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return ""
+
+
+def _system_parts(system: Any) -> tuple[str, str]:
+    """(all system text, the cached prefix: the blocks up to the last one with cache_control)."""
+    if isinstance(system, str):
+        return system, ""
+    if not isinstance(system, list):
+        return "", ""
+    texts = [block.get("text", "") for block in system if isinstance(block, dict)]
+    marked = [i for i, block in enumerate(system) if isinstance(block, dict) and block.get("cache_control")]
+    return "".join(texts), "".join(texts[: marked[-1] + 1]) if marked else ""
+
+
+def _tokens(text: str) -> int:
+    return len(text) // CHARS_PER_TOKEN
+
+
+def _rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _item_key(msgs: list[dict[str, Any]]) -> str:
+    first_user = next((m for m in msgs if m.get("role") == "user"), {})
+    return hashlib.sha256(_text_of(first_user.get("content")).encode()).hexdigest()
+
+
+def _input_size(body: dict[str, Any]) -> tuple[int, str]:
+    """(input tokens, the cached system prefix)."""
+    system_text, cached_text = _system_parts(body.get("system"))
+    all_text = system_text + "".join(_text_of(m.get("content")) for m in body["messages"])
+    return max(1, _tokens(all_text)), cached_text
+
+
+def _invalid_params(body: Any, *, legacy_api: bool) -> str | None:
+    """Why the API refuses these message params (an invalid_request_error), or None."""
+    if not isinstance(body, dict):
+        return "body: Input should be an object"
+    sampling = sorted(SAMPLING_PARAMETERS & body.keys())
+    if sampling and not legacy_api:
+        return f"{sampling[0]}: Extra inputs are not permitted"
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs or not body.get("model") or not body.get("max_tokens"):
+        return "model, max_tokens and messages are required"
+    return None
+
+
+# --- batches ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    id: str
+    custom_ids: list[str]
+    params: list[dict[str, Any]]
+    outcomes: list[BatchOutcome]
+    legacy_api: bool  # the anthropic-version at create, which decides whether sampling params pass
+    created_at: float
+    processing_seconds: float
+    ends_at: float  # when processing ends (moved earlier by a cancel)
+    cancel_initiated_at: float | None = None
+    finished_before_cancel: int | None = None  # requests done when the cancel came; the rest are canceled
+    results: list[dict[str, Any]] | None = None  # once ended: one line per request, in submission order
+
+    def status(self) -> Literal["in_progress", "canceling", "ended"]:
+        if self.results is not None:
+            return "ended"
+        return "in_progress" if self.cancel_initiated_at is None else "canceling"
+
+    def finished_by(self, now: float) -> int:
+        """Requests done by ``now``: they finish evenly over the processing time."""
+        if self.processing_seconds <= 0:
+            return len(self.params)
+        done = len(self.params) * (now - self.created_at) / self.processing_seconds
+        return min(len(self.params), max(0, math.floor(done)))
+
+    def to_json(self, base_url: str) -> dict[str, Any]:
+        ended = self.results is not None
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if ended:  # the real API tallies only once the whole batch has ended
+            counts.update(Counter(line["result"]["type"] for line in self.results or []))
+        else:
+            counts["processing"] = len(self.params)
+        return {
+            "id": self.id,
+            "type": "message_batch",
+            "processing_status": self.status(),
+            "request_counts": counts,
+            "created_at": _rfc3339(self.created_at),
+            "expires_at": _rfc3339(self.created_at + BATCH_EXPIRY_SECONDS),
+            "ended_at": _rfc3339(self.ends_at) if ended else None,
+            "cancel_initiated_at": _rfc3339(self.cancel_initiated_at) if self.cancel_initiated_at else None,
+            "archived_at": None,
+            "results_url": f"{base_url}/v1/messages/batches/{self.id}/results" if ended else None,
+        }
+
+
+def _errored(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "errored", "error": {"type": "error", "error": {"type": error_type, "message": message}}}
+
+
+# --- the server state ------------------------------------------------------------------------------
+
+
+class FakeState:
+    """Everything the fake remembers. Touched only from the server's event loop, so no locks."""
+
+    def __init__(self, config: FakeConfig) -> None:
+        self.initial = config
+        self.reset()
+
+    def reset(self) -> None:
+        self.config = self.initial.model_copy()
+        self.script: deque[Behaviour] = deque()
+        self.calls: list[dict[str, Any]] = []
+        self.cached_prefixes: set[str] = set()
+        self.window: deque[tuple[float, int]] = deque()  # (time, input tokens) of recent requests
+        self.window_tokens = 0  # their sum, kept as they come and go: no O(n) sum per request
+        self.sequence = 0
+        self.batches: dict[str, _Batch] = {}  # in creation order
+        self.batch_outcomes: dict[str, BatchOutcome] = {}  # by custom_id, each used by one batch
+        self.every_nth: EveryNth | None = None
+        self.batch_api: Counter[str] = Counter(dict.fromkeys(BATCH_ENDPOINTS, 0))
+        self.default_draws = random.Random(0)  # which unscripted calls default_share picks: repeatable
+        self.answers_per_key: Counter[str] = Counter()  # first calls answered per item key (repeat_spread)
+
+    def next_behaviour(self) -> Behaviour:
+        if not self.script:
+            if self.config.default_share < 1 and self.default_draws.random() >= self.config.default_share:
+                return Behaviour(kind="ok")
+            return Behaviour(kind=self.config.default_kind, retry_after=self.config.default_retry_after)
+        head = self.script[0]
+        if head.times > 1:
+            self.script[0] = head.model_copy(update={"times": head.times - 1})
+        else:
+            self.script.popleft()
+        return head
+
+    def count_request(self, now: float, tokens: int) -> None:
+        self.window.append((now, tokens))
+        self.window_tokens += tokens
+
+    def ratelimit_headers(self, now: float) -> dict[str, str]:
+        while self.window and self.window[0][0] <= now - WINDOW_SECONDS:
+            self.window_tokens -= self.window.popleft()[1]
+        reset = (self.window[0][0] if self.window else now) + WINDOW_SECONDS
+        cfg = self.config
+        return {
+            "anthropic-ratelimit-requests-limit": str(cfg.requests_limit),
+            "anthropic-ratelimit-requests-remaining": str(max(0, cfg.requests_limit - len(self.window))),
+            "anthropic-ratelimit-requests-reset": _rfc3339(reset),
+            "anthropic-ratelimit-input-tokens-limit": str(cfg.input_tokens_limit),
+            "anthropic-ratelimit-input-tokens-remaining": str(max(0, cfg.input_tokens_limit - self.window_tokens)),
+            "anthropic-ratelimit-input-tokens-reset": _rfc3339(reset),
+        }
+
+    def input_usage(self, model: str, total_tokens: int, cached_text: str) -> dict[str, int]:
+        """Input tokens split the way the API bills them: the first call with a cached prefix writes
+        the cache, later ones read it."""
+        cached = _tokens(cached_text)
+        usage = {"input_tokens": total_tokens - cached, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        if cached:
+            key = hashlib.sha256(f"{model}\0{cached_text}".encode()).hexdigest()
+            if key in self.cached_prefixes:
+                usage["cache_read_input_tokens"] = cached
+            else:
+                self.cached_prefixes.add(key)
+                usage["cache_creation_input_tokens"] = cached
+        return usage
+
+    def record_call(
+        self, body: dict[str, Any], item_key: str, kind: BehaviourKind, at: float, **lane: Any
+    ) -> dict[str, Any]:
+        call: dict[str, Any] = {
+            "n": self.sequence,
+            "item_key": item_key,
+            "repair": len(body["messages"]) > 1,
+            "model": body["model"],
+            "stream": bool(body.get("stream")),
+            "kind": kind,
+            "status": 200,
+            "at": at,
+            "lane": "realtime",
+            "batch_id": None,
+            "custom_id": None,
+            **lane,
+        }
+        self.calls.append(call)
+        return call
+
+    def message(self, body: dict[str, Any], item_key: str, kind: BehaviourKind) -> dict[str, Any]:
+        """The Message answering ``body``: one code path for both lanes, so their verdicts agree."""
+        total_tokens, cached_text = _input_size(body)
+        if len(body["messages"]) == 1:
+            self.answers_per_key[item_key] += 1
+        repeat = max(0, self.answers_per_key[item_key] - 1)  # a repair answers like the call it repairs
+        text, stop_reason, output_tokens = _answer(body, body["messages"], item_key, kind, self.config, repeat)
+        usage = {"output_tokens": output_tokens, **self.input_usage(body["model"], total_tokens, cached_text)}
+        return {
+            "id": f"msg_fake_{self.sequence:08d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def create_batch(self, custom_ids: list[str], params: list[dict[str, Any]], legacy_api: bool) -> _Batch:
+        now = time.time()
+        outcomes: list[BatchOutcome] = []
+        for position, custom_id in enumerate(custom_ids, start=1):
+            nth = self.every_nth
+            default: BatchOutcome = nth.outcome if nth and position % nth.n == 0 else "succeeded"
+            outcomes.append(self.batch_outcomes.pop(custom_id, default))
+        seconds = self.config.batch_processing_seconds
+        batch_id = f"msgbatch_{secrets.token_hex(12)}"  # unique across resets, so a stale poller finds nothing
+        batch = _Batch(batch_id, custom_ids, params, outcomes, legacy_api, now, seconds, now + seconds)
+        self.batches[batch.id] = batch
+        return batch
+
+    def settle_batches(self, now: float) -> None:
+        """End every batch whose time has come. Done lazily, whenever anyone looks, so nothing runs in
+        the background and a batch's calls are recorded before any report could miss them."""
+        for batch in self.batches.values():
+            if batch.results is None and batch.ends_at <= now:
+                self._finish(batch)
+
+    def _finish(self, batch: _Batch) -> None:
+        lines = []
+        for i, (custom_id, params, outcome) in enumerate(zip(batch.custom_ids, batch.params, batch.outcomes)):
+            canceled = batch.finished_before_cancel is not None and i >= batch.finished_before_cancel
+            result = {"type": "canceled"} if canceled else self._batch_result(batch, custom_id, params, outcome)
+            lines.append({"custom_id": custom_id, "result": result})
+        batch.results = lines
+
+    def _batch_result(
+        self, batch: _Batch, custom_id: str, params: dict[str, Any], outcome: BatchOutcome
+    ) -> dict[str, Any]:
+        problem = _invalid_params(params, legacy_api=batch.legacy_api)
+        if problem is None and params.get("stream"):
+            problem = "stream: Extra inputs are not permitted"  # batch params are non-streaming
+        if problem:  # refused before any model call, as /v1/messages refuses it with a 400: not a call
+            return _errored("invalid_request_error", problem)
+        if outcome == "expired":
+            return {"type": "expired"}
+        item_key, kind = _item_key(params["messages"]), _OUTCOME_KIND[outcome]
+        self.sequence += 1
+        lane = {"lane": "batch", "batch_id": batch.id, "custom_id": custom_id}
+        call = self.record_call(params, item_key, kind, batch.ends_at, **lane)
+        if outcome == "errored":
+            call["status"] = 500
+            return _errored("api_error", "Internal server error")
+        return {"type": "succeeded", "message": self.message(params, item_key, kind)}
+
+    def calls_report(self) -> dict[str, Any]:
+        counts, repairs, answered = Counter(), Counter(), Counter()
+        by_lane: dict[str, Counter[str]] = {"realtime": Counter(), "batch": Counter()}
+        for call in self.calls:
+            counts[call["item_key"]] += 1
+            by_lane[call["lane"]][call["item_key"]] += 1
+            if call["repair"]:
+                repairs[call["item_key"]] += 1
+            elif call["status"] == 200:
+                answered[call["item_key"]] += 1
+        return {
+            "total": len(self.calls),
+            "calls": self.calls,
+            "counts": dict(counts),  # every call per item key
+            "repairs": dict(repairs),  # repair calls per item key
+            "answered": dict(answered),  # first (non-repair) calls answered 200 per item key
+            "by_lane": {lane: dict(c) for lane, c in by_lane.items()},  # every call per lane and item key
+            "batch_api": dict(self.batch_api),  # requests per batch endpoint, whatever their answer
+        }
+
+
+def _authenticated(request: Request) -> bool:
+    return bool(request.headers.get("x-api-key") or request.headers.get("authorization"))
+
+
+def _legacy_api(request: Request) -> bool:
+    return request.headers.get("anthropic-version") == LEGACY_API_VERSION
+
+
+def _error_response(
+    status: int, error_type: str, message: str, headers: dict[str, str], *, error_code: str | None = None
+) -> JSONResponse:
+    error: dict[str, Any] = {"type": error_type, "message": message}
+    if error_code:
+        error["details"] = {"error_code": error_code}
+    return JSONResponse({"type": "error", "error": error, "request_id": headers.get("request-id")}, status, headers)
+
+
+def _scripted_error(behaviour: Behaviour, headers: dict[str, str]) -> JSONResponse:
+    if behaviour.kind == "error":
+        status = behaviour.status or 500
+        error_type, message = _TYPE_BY_STATUS.get(status, "api_error"), f"scripted error {status}"
+    else:
+        status, error_type, message = _ERRORS[behaviour.kind]
+        status = behaviour.status or status
+    if behaviour.retry_after is not None:
+        headers["retry-after"] = f"{behaviour.retry_after:g}"
+    if behaviour.retry_after_ms is not None:
+        headers["retry-after-ms"] = f"{behaviour.retry_after_ms:g}"
+    code = "enforced_spend_limit_reached" if behaviour.kind == "spend_limit" else None
+    return _error_response(
+        status, behaviour.error_type or error_type, behaviour.message or message, headers, error_code=code
+    )
+
+
+def create_app(config: FakeConfig | None = None) -> Starlette:
+    state = FakeState(config or FakeConfig())
+
+    async def messages(request: Request) -> Response:
+        now = time.time()
+        state.sequence += 1
+        headers = {"request-id": f"req_fake_{state.sequence:08d}"}
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error_response(400, "invalid_request_error", "request body is not JSON", headers)
+        if not _authenticated(request):
+            return _error_response(401, "authentication_error", "x-api-key header is required", headers)
+        problem = _invalid_params(body, legacy_api=_legacy_api(request))
+        if problem:
+            return _error_response(400, "invalid_request_error", problem, headers)
+
+        item_key = _item_key(body["messages"])
+        behaviour = state.next_behaviour()
+        call = state.record_call(body, item_key, behaviour.kind, now)
+        state.count_request(now, _input_size(body)[0])
+        headers.update(state.ratelimit_headers(now))
+        headers.update(behaviour.headers)
+
+        latency = behaviour.latency if behaviour.latency is not None else state.config.latency
+        if latency:
+            await asyncio.sleep(latency)
+
+        if behaviour.kind == "hang":
+            deadline = time.monotonic() + behaviour.hang_seconds
+            while time.monotonic() < deadline:
+                if await request.is_disconnected():
+                    call["status"] = 499  # the client gave up first, as it should
+                    return Response(status_code=499, headers=headers)
+                await asyncio.sleep(0.05)
+        elif behaviour.kind in _ERRORS or behaviour.kind == "error":
+            response = _scripted_error(behaviour, headers)
+            call["status"] = response.status_code
+            return response
+
+        message = state.message(body, item_key, behaviour.kind)
+        if body.get("stream"):
+            return StreamingResponse(_sse(message), media_type="text/event-stream", headers=headers)
+        return JSONResponse(message, headers=headers)
+
+    async def count_tokens(request: Request) -> Response:
+        body = await request.json()
+        system_text, _ = _system_parts(body.get("system"))
+        text = system_text + "".join(_text_of(m.get("content")) for m in body.get("messages") or [])
+        return JSONResponse({"input_tokens": max(1, _tokens(text))})
+
+    def batch_request(request: Request, endpoint: str) -> tuple[dict[str, str], Response | None]:
+        """The common start of every batch endpoint: count it, name it, check the key, end due batches."""
+        state.batch_api[endpoint] += 1
+        state.sequence += 1
+        headers = {"request-id": f"req_fake_{state.sequence:08d}"}
+        state.settle_batches(time.time())
+        if not _authenticated(request):
+            return headers, _error_response(401, "authentication_error", "x-api-key header is required", headers)
+        return headers, None
+
+    def find_batch(request: Request, endpoint: str) -> tuple[dict[str, str], _Batch | Response]:
+        """The by-id endpoints' common start: count and check the call, then look the batch up."""
+        headers, refused = batch_request(request, endpoint)
+        if refused:
+            return headers, refused
+        batch_id = request.path_params["batch_id"]
+        batch = state.batches.get(batch_id)
+        if batch is None:
+            return headers, _error_response(404, "not_found_error", f"No message batch found with id {batch_id!r}", headers)
+        return headers, batch
+
+    def base_url(request: Request) -> str:
+        return str(request.base_url).rstrip("/")  # the address the client used: loopback, and this port
+
+    async def create_batch(request: Request) -> Response:
+        headers, refused = batch_request(request, "create")
+        raw = await request.body()
+        if refused:
+            return refused
+        if len(raw) > MAX_BATCH_BYTES:
+            return _error_response(413, "request_too_large", "Request exceeds the maximum size of 256 MB", headers)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error_response(400, "invalid_request_error", "request body is not JSON", headers)
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            return _error_response(400, "invalid_request_error", "requests: Field required (a non-empty list)", headers)
+        if len(requests) > MAX_BATCH_REQUESTS:
+            message = f"requests: List should have at most {MAX_BATCH_REQUESTS} items after validation"
+            return _error_response(400, "invalid_request_error", message, headers)
+        custom_ids: list[str] = []
+        for i, entry in enumerate(requests):
+            custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
+            if not isinstance(custom_id, str) or not CUSTOM_ID.fullmatch(custom_id):
+                message = f"requests.{i}.custom_id: String should match pattern '{CUSTOM_ID.pattern}'"
+                return _error_response(400, "invalid_request_error", message, headers)
+            if not isinstance(entry.get("params"), dict):
+                return _error_response(400, "invalid_request_error", f"requests.{i}.params: Field required", headers)
+            custom_ids.append(custom_id)
+        duplicates = sorted(k for k, n in Counter(custom_ids).items() if n > 1)
+        if duplicates:
+            message = f"requests: custom_id must be unique within a batch; repeated: {', '.join(duplicates[:5])}"
+            return _error_response(400, "invalid_request_error", message, headers)
+        batch = state.create_batch(custom_ids, [entry["params"] for entry in requests], _legacy_api(request))
+        return JSONResponse(batch.to_json(base_url(request)), headers=headers)
+
+    async def list_batches(request: Request) -> Response:
+        headers, refused = batch_request(request, "list")
+        if refused:
+            return refused
+        try:
+            limit = int(request.query_params.get("limit", 20))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            return _error_response(400, "invalid_request_error", "limit: must be between 1 and 1000", headers)
+        newest_first = list(reversed(state.batches.values()))
+        ids = [b.id for b in newest_first]
+        after, before = request.query_params.get("after_id"), request.query_params.get("before_id")
+        if before in ids:
+            page = newest_first[max(0, ids.index(before) - limit) : ids.index(before)]
+            has_more = ids.index(before) - limit > 0
+        else:
+            start = ids.index(after) + 1 if after in ids else 0
+            page = newest_first[start : start + limit]
+            has_more = start + limit < len(ids)
+        data = [b.to_json(base_url(request)) for b in page]
+        first_id, last_id = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+        return JSONResponse(
+            {"data": data, "has_more": has_more, "first_id": first_id, "last_id": last_id}, headers=headers
+        )
+
+    async def retrieve_batch(request: Request) -> Response:
+        headers, batch = find_batch(request, "retrieve")
+        if isinstance(batch, Response):
+            return batch
+        return JSONResponse(batch.to_json(base_url(request)), headers=headers)
+
+    async def cancel_batch(request: Request) -> Response:
+        headers, batch = find_batch(request, "cancel")
+        if isinstance(batch, Response):
+            return batch
+        if batch.status() == "in_progress":  # canceling again, or an ended batch, is left as it is
+            now = time.time()
+            batch.cancel_initiated_at = now
+            batch.finished_before_cancel = batch.finished_by(now)
+            batch.ends_at = min(batch.ends_at, now + state.config.batch_cancel_seconds)
+            state.settle_batches(now)  # with no canceling time it ends at once
+        return JSONResponse(batch.to_json(base_url(request)), headers=headers)
+
+    async def delete_batch(request: Request) -> Response:
+        headers, batch = find_batch(request, "delete")
+        if isinstance(batch, Response):
+            return batch
+        if batch.results is None:
+            message = f"Message batch {batch.id} is still {batch.status()}; cancel it and wait for it to end first."
+            return _error_response(400, "invalid_request_error", message, headers)
+        del state.batches[batch.id]
+        return JSONResponse({"id": batch.id, "type": "message_batch_deleted"}, headers=headers)
+
+    async def batch_results(request: Request) -> Response:
+        headers, batch = find_batch(request, "results")
+        if isinstance(batch, Response):
+            return batch
+        if batch.results is None:
+            message = f"Message batch {batch.id} has not ended: it is {batch.status()}."
+            return _error_response(400, "invalid_request_error", message, headers)
+        # Reversed: the real API promises no order, and callers must match results by custom_id.
+        jsonl = b"".join(json.dumps(line).encode() + b"\n" for line in reversed(batch.results))
+        return Response(jsonl, media_type="application/binary", headers=headers)
+
+    async def script_batches(request: Request) -> Response:
+        payload = await request.json()
+        try:
+            update = BatchOutcomes.model_validate(payload)
+        except ValidationError as exc:
+            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+        state.batch_outcomes.update(update.outcomes)
+        if "every_nth" in update.model_fields_set:
+            state.every_nth = update.every_nth
+        pending = BatchOutcomes(outcomes=state.batch_outcomes, every_nth=state.every_nth)
+        return JSONResponse(pending.model_dump())
+
+    async def script(request: Request) -> Response:
+        payload = await request.json()
+        try:
+            behaviours = [Behaviour.model_validate(b) for b in payload.get("behaviours", [])]
+        except ValidationError as exc:
+            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+        state.script.extend(behaviours)
+        return JSONResponse({"queued": sum(b.times for b in state.script)})
+
+    async def configure(request: Request) -> Response:
+        try:
+            state.config = FakeConfig.model_validate({**state.config.model_dump(), **await request.json()})
+        except ValidationError as exc:
+            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+        return JSONResponse(state.config.model_dump())
+
+    async def calls(request: Request) -> Response:
+        state.settle_batches(time.time())
+        return JSONResponse(state.calls_report())
+
+    async def reset(request: Request) -> Response:
+        state.reset()
+        return JSONResponse({"ok": True})
+
+    return Starlette(
+        routes=[
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route("/v1/messages/batches", create_batch, methods=["POST"]),
+            Route("/v1/messages/batches", list_batches, methods=["GET"]),
+            Route("/v1/messages/batches/{batch_id}", retrieve_batch, methods=["GET"]),
+            Route("/v1/messages/batches/{batch_id}", delete_batch, methods=["DELETE"]),
+            Route("/v1/messages/batches/{batch_id}/cancel", cancel_batch, methods=["POST"]),
+            Route("/v1/messages/batches/{batch_id}/results", batch_results, methods=["GET"]),
+            Route("/_fake/script", script, methods=["POST"]),
+            Route("/_fake/batch_outcomes", script_batches, methods=["POST"]),
+            Route("/_fake/config", configure, methods=["POST"]),
+            Route("/_fake/calls", calls, methods=["GET"]),
+            Route("/_fake/reset", reset, methods=["POST"]),
+        ]
+    )
+
+
+def _answer(
+    body: dict[str, Any], msgs: list[dict[str, Any]], item_key: str, kind: str, config: FakeConfig, repeat: int = 0
+) -> tuple[str, str, int]:
+    """(text, stop_reason, output tokens) for a call answered 200."""
+    fmt = (body.get("output_config") or {}).get("format") or {}
+    schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    injected = config.obey_injection and any(
+        INJECTION_MARKER in _text_of(m.get("content")) for m in msgs if m.get("role") == "user"
+    )
+    if kind == "malformed":
+        text = f"I would rate this about {int(item_key[:2], 16) % 10}/10 overall; the reasoning is above."
+    elif schema is None:
+        text = f"Fake answer {item_key[:12]}: " + " ".join(_seed(item_key).choice(_WORDS) for _ in range(12))
+    elif kind == "out_of_range" or (injected and config.injection_answer == "out_of_range"):
+        text = json.dumps(out_of_range_answer(schema, item_key, extra_field=injected))
+    elif injected:
+        text = json.dumps(max_in_range_answer(schema, item_key))
+    elif (preferred := pairwise_answer(schema, _text_of(msgs[0].get("content")), config)) is not None:
+        text = json.dumps(preferred)
+    else:
+        answer = schema_answer(schema, item_key, config.min_array_items, repeat=repeat, spread=config.repeat_spread)
+        text = json.dumps(answer)
+
+    max_tokens = int(body["max_tokens"])
+    if kind == "truncated":
+        return text[: max(1, len(text) // 2)], "max_tokens", max_tokens
+    if _tokens(text) > max_tokens:  # what a real model does when it runs out of room
+        return text[: max_tokens * CHARS_PER_TOKEN], "max_tokens", max_tokens
+    return text, "end_turn", max(1, _tokens(text))
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def _sse(message: dict[str, Any]) -> AsyncIterator[bytes]:
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    yield _event("message_start", {"type": "message_start", "message": start})
+    block = {"type": "text", "text": ""}
+    yield _event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
+    yield _event("ping", {"type": "ping"})
+    text = message["content"][0]["text"]
+    for i in range(0, len(text), 64):
+        delta = {"type": "text_delta", "text": text[i : i + 64]}
+        yield _event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+    yield _event("content_block_stop", {"type": "content_block_stop", "index": 0})
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    yield _event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+    yield _event("message_stop", {"type": "message_stop"})
+
+
+# --- driving it ------------------------------------------------------------------------------------
+
+
+class FakeControl:
+    """Scripts a fake over its HTTP control plane, whether it runs in this process or another one."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        # trust_env=False: control traffic stays on loopback whatever proxy the environment names.
+        self._http = httpx.Client(base_url=self.base_url, trust_env=False, timeout=10)
+
+    def script(self, *behaviours: dict[str, Any] | Behaviour) -> None:
+        payload = [b.model_dump() if isinstance(b, Behaviour) else b for b in behaviours]
+        self._http.post("/_fake/script", json={"behaviours": payload}).raise_for_status()
+
+    def configure(self, **config: Any) -> dict[str, Any]:
+        response = self._http.post("/_fake/config", json=config)
+        response.raise_for_status()
+        return response.json()
+
+    def batch_outcomes(
+        self,
+        outcomes: Mapping[str, BatchOutcome] | None = None,
+        *,
+        every_nth: int | None = None,
+        nth_outcome: BatchOutcome = "expired",
+    ) -> dict[str, Any]:
+        """Script batch results: ``outcomes`` by custom_id (each used once), and, when ``every_nth`` is
+        given, ``nth_outcome`` for every nth request of each batch from now on. Returns what is pending."""
+        payload: dict[str, Any] = {"outcomes": dict(outcomes or {})}
+        if every_nth is not None:
+            payload["every_nth"] = {"n": every_nth, "outcome": nth_outcome}
+        response = self._http.post("/_fake/batch_outcomes", json=payload)
+        response.raise_for_status()
+        return response.json()
+
+    def calls(self) -> dict[str, Any]:
+        response = self._http.get("/_fake/calls")
+        response.raise_for_status()
+        return response.json()
+
+    def reset(self) -> None:
+        self._http.post("/_fake/reset").raise_for_status()
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class FakeAnthropic(FakeControl):
+    """The fake served by uvicorn in a background thread on 127.0.0.1; a context manager."""
+
+    def __init__(self, *, latency: float = 0.0, port: int = 0, **config: Any) -> None:
+        app = create_app(FakeConfig(latency=latency, **config))
+        self._loopback = LoopbackServer(app, name="fake-anthropic", port=port, **_SERVER_OPTIONS)
+        self.port = self._loopback.port
+        super().__init__(self._loopback.base_url)
+
+    def start(self) -> FakeAnthropic:
+        self._loopback.start()
+        return self
+
+    def stop(self) -> None:
+        self._loopback.stop()
+        self.close()
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# Many concurrent clients (benchmarks run 64 at once), kept alive between calls.
+_SERVER_OPTIONS: dict[str, Any] = {"backlog": 4096, "timeout_keep_alive": 30}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1", choices=["127.0.0.1", "localhost"], help="loopback only")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--requests-limit", type=int, default=FakeConfig().requests_limit)
+    parser.add_argument("--input-tokens-limit", type=int, default=FakeConfig().input_tokens_limit)
+    parser.add_argument("--batch-processing-seconds", type=float, default=FakeConfig().batch_processing_seconds)
+    args = parser.parse_args()
+    config = FakeConfig(
+        latency=args.latency,
+        requests_limit=args.requests_limit,
+        input_tokens_limit=args.input_tokens_limit,
+        batch_processing_seconds=args.batch_processing_seconds,
+    )
+    uvicorn.Server(
+        uvicorn.Config(create_app(config), host=args.host, port=args.port, **SERVER_DEFAULTS, **_SERVER_OPTIONS)
+    ).run()
+
+
+if __name__ == "__main__":
+    main()
