@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import typer
 
-from assay.cli import batches, embedded, gating, labels, pairwise, rescoring, retention, services, suites, trust
+from assay.cli import (
+    batches,
+    dev,
+    embedded,
+    gating,
+    labels,
+    pairwise,
+    rescoring,
+    retention,
+    services,
+    suites,
+    trust,
+)
 
 cli = typer.Typer(
     help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
@@ -38,6 +50,7 @@ cli.add_typer(suites.suite_cli, name="suite")
 for command in (services.migrate, services.api, services.worker, services.beat, services.flower):
     cli.command()(command)
 cli.add_typer(labels.labels_cli, name="labels")
+cli.add_typer(dev.dev_cli, name="dev")
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ from starlette.routing import Route
 
 from assay.dev.anthropic_server import (
     _ERRORS,
+    _SERVER_OPTIONS,
     CHARS_PER_TOKEN,
     WINDOW_SECONDS,
     Behaviour,
@@ -45,7 +46,6 @@ from assay.dev.anthropic_server import (
     FakeState,
     _answer,
     _item_key,
-    _SERVER_OPTIONS,
     _tokens,
 )
 from assay.dev.loopback import LoopbackServer
