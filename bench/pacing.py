@@ -1,6 +1,6 @@
 """Pacing at a provider's real limit: judge-only items through two judge worker processes against a
 loopback fake that enforces its limit as providers do (a token bucket refilled continuously with about
-a second of burst, rate-limit headers on every answer, 429 with retry-after: ``tests/fakes/ratelimit.py``),
+a second of burst, rate-limit headers on every answer, 429 with retry-after: ``assay/dev/ratelimit.py``),
 once with ``models.yaml`` stating the limit and once stating one far too high, for each fake API.
 
 Printed per run: successful calls as a share of the limit from the first call to the last, the share

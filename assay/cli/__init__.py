@@ -7,7 +7,20 @@ from __future__ import annotations
 
 import typer
 
-from assay.cli import batches, embedded, gating, jury, labels, pairwise, rescoring, retention, services, suites, trust
+from assay.cli import (
+    batches,
+    dev,
+    embedded,
+    gating,
+    jury,
+    labels,
+    pairwise,
+    rescoring,
+    retention,
+    services,
+    suites,
+    trust,
+)
 
 cli = typer.Typer(
     help="Assay: score LLM outputs with deterministic metrics and an LLM judge.",
@@ -39,6 +52,7 @@ for command in (services.migrate, services.api, services.worker, services.beat, 
     cli.command()(command)
 cli.add_typer(labels.labels_cli, name="labels")
 cli.add_typer(jury.jury_cli, name="jury")
+cli.add_typer(dev.dev_cli, name="dev")
 
 
 def main() -> None:

@@ -21,17 +21,26 @@ from assay.cli.common import (
     request,
     request_raw,
     sliced_summary_table,
+    suite_path,
     summary_table,
     upload_with_progress,
 )
 from assay.cli.common import watch as watch_batch
 from assay.cli.gating import AsJson, FailUnder, Junit, finish_run
 from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store
+from assay.cli.suites import push_file
 
 
 def submit(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
-    suite: Annotated[str, typer.Option("--suite", "-s")],
+    suite: Annotated[
+        str,
+        typer.Option(
+            "--suite", "-s",
+            help="A suite's name, or a suite file's path (a value with a / or ending in .yaml, .yml, .json): "
+            "registered through the API first, as `assay suite push` does.",
+        ),
+    ],
     wait: Annotated[bool, typer.Option(help="Show progress until the batch finishes.")] = False,
     live: Annotated[
         Optional[bool], typer.Option("--live/--no-live", help="With --wait, print each result as it lands.")
@@ -54,13 +63,21 @@ def submit(
 ) -> None:
     """Upload FILE to the API as a batch (streamed), print its id, optionally wait for it.
 
+    A suite file (--suite path/to/suite.yaml) is registered through the API first (a new suite, or the
+    next version of an API suite of its name) and the batch is scored under it.
+
     With --wait: exit 3 when the batch did not finish, 1 under --fail-under; --junit lists every item."""
     if (fail_under is not None or junit is not None or as_json) and not wait:
         fail("--fail-under, --junit and --json report on the finished batch: add --wait")
+    suite_file = suite_path(suite)
+    if suite_file is not None and not suite_file.is_file():
+        fail(f"--suite {suite}: no such suite file")
     headers = {"Content-Type": "application/x-ndjson"}
     if idempotency_key:
         headers["Idempotency-Key"] = idempotency_key
     with api_client(api_url, api_key) as client:
+        if suite_file is not None:
+            suite = push_file(client, suite_file)["suite"]["name"]
         accepted = request(
             client.post,
             "/api/v1/batches",

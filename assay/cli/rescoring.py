@@ -24,6 +24,7 @@ from assay.cli.common import (
 )
 from assay.cli.gating import AsJson
 from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store
+from assay.scoring.trust import LIST_LIMIT
 
 
 def rescore(
@@ -105,14 +106,57 @@ def _diff_summary_table(diff: dict[str, Any]) -> Table:
     return table
 
 
+def _version_hash(versions: list[dict[str, Any]], suite: str, number: int) -> str:
+    if not 1 <= number <= len(versions):
+        fail(f"--versions: suite {suite!r} has no version {number}; it has {len(versions)} (see `assay suite show {suite}`)")
+    return str(versions[number - 1]["criteria_hash"])
+
+
+def _value(value: Any) -> str:
+    return "–" if value is None else str(value)
+
+
+def print_criteria_change(change: dict[str, Any]) -> None:
+    """What changed from one criteria to the other, before the score deltas (stdout)."""
+    if not change["changed"]:
+        out.print("criteria change: none in what is scored (the hashes differ in how it is written)", highlight=False)
+        return
+    out.print("[bold]criteria change[/bold]")
+    if change["threshold"]:
+        out.print(f"  threshold {change['threshold']['from']:g} → {change['threshold']['to']:g}", highlight=False)
+    for side, sign in (("components_added", "+"), ("components_removed", "-")):
+        for name in change[side]:
+            out.print(f"  {sign} component {escape(name)} ({side.split('_')[1]})", highlight=False)
+    if change["fields"]:
+        out.print(f"  fields {escape(_value(change['fields']['from']))} → {escape(_value(change['fields']['to']))}", highlight=False)
+    for component in change["components"]:
+        for c in component["changes"]:
+            where = f"  {escape(component['component'])}.{c['what']}"
+            if "diff" in c:
+                out.print(f"{where}:", highlight=False)
+                out.print(c["diff"], highlight=False, markup=False)
+            else:
+                out.print(f"{where} {escape(_value(c['from']))} → {escape(_value(c['to']))}", highlight=False)
+
+
 def diff(
     suite: Annotated[str, typer.Option("--suite", "-s", help="Compare this suite's scores only.")],
-    from_hash: Annotated[str, typer.Option("--from", help="Old criteria hash, or a unique prefix (8+ hex characters).")],
-    to_hash: Annotated[str, typer.Option("--to", help="New criteria hash, or a unique prefix (8+ hex characters).")],
+    from_hash: Annotated[
+        Optional[str], typer.Option("--from", help="Old criteria hash, or a unique prefix (8+ hex characters).")
+    ] = None,
+    to_hash: Annotated[
+        Optional[str], typer.Option("--to", help="New criteria hash, or a unique prefix (8+ hex characters).")
+    ] = None,
+    versions: Annotated[
+        Optional[tuple[int, int]],
+        typer.Option(help="Old and new criteria version of the suite (`assay suite show S` lists them), instead of --from/--to."),
+    ] = None,
     csv_file: Annotated[
         Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every compared item to this CSV file (streamed).")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many items to list by |delta| and how many flips.")] = 10,
+    limit: Annotated[
+        int, typer.Option(min=1, max=LIST_LIMIT, help="How many items to list by |delta| and how many flips.")
+    ] = 10,
     as_json: AsJson = False,
     db: EmbeddedDb = DEFAULT_DB,
     api_url: OptionalApiUrl = None,
@@ -125,14 +169,22 @@ def diff(
     pass→fail and fail→pass flips with McNemar's exact test, the mean shift of each component the two
     criteria share with its interval, the judge's noise floor beside each mean (or "no noise floor
     measured" without `assay calibrate` on both hashes) and the cost of the new run; then the items
-    whose total moved most and the items that flipped.
+    whose total moved most and the items that flipped. Beside them, what changed in the criteria:
+    the threshold, components added or removed, weights, metric versions and arguments, each judge's
+    provider, model and settings, and its rubric and prompt as a unified diff.
     """
+    if (versions is None) == (from_hash is None or to_hash is None) or (versions and (from_hash or to_hash)):
+        fail("give --versions A B, or --from H1 --to H2")
     with open_store(db, api_url, api_key) as store:
+        if versions is not None:
+            listed = store.criteria_versions(suite)["versions"]
+            from_hash, to_hash = (_version_hash(listed, suite, number) for number in versions)
         moved = store.diff(suite, from_hash, to_hash, limit, flips_only=False)
         flips = store.diff(suite, from_hash, to_hash, limit, flips_only=True)
         if as_json:
             print_json({**moved, "flips": flips["items"], "flips_total": flips["total"]})
         else:
+            print_criteria_change(moved["criteria_change"])
             out.print(_diff_summary_table(moved))
             if moved["items"]:
                 out.print(changes_table(f"largest |delta| ({len(moved['items'])} of {moved['total']})", moved["items"], "old", "new"))

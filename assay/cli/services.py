@@ -72,8 +72,17 @@ def migrate() -> None:
     from assay.scoring.store.db import migrate as apply
 
     _wait_for_database("migrate", migrated=False)
-    apply()
-    console.print("database is at the latest revision")
+    before, after = apply()
+    console.print(migration_outcome(before, after))
+
+
+def migration_outcome(before: str | None, after: str | None) -> str:
+    """What `assay migrate` did, in words (None: an empty store)."""
+    if before == after:
+        return f"already at the latest revision {after}: nothing to do"
+    if before is None:
+        return f"created the schema at revision {after} (from empty)"
+    return f"upgraded the schema from revision {before} to {after}"
 
 
 def api(
@@ -203,7 +212,10 @@ def flower(
     settings = get_settings()
     if settings.flower_password is None:
         # Empty or blank counts as unset (assay.settings): the same refusal.
-        fail("set ASSAY_FLOWER_PASSWORD (not empty or blank): Flower is never started without basic auth")
+        fail(
+            f"set ASSAY_FLOWER_PASSWORD (not empty or blank), the password of Flower's user {settings.flower_user!r} "
+            "(ASSAY_FLOWER_USER): Flower is never started without basic auth"
+        )
     from assay.workers.app import app
     from assay.workers.flower import require_login_for_metrics
 

@@ -122,6 +122,16 @@ class ApiStore:
         """The run's batch's final view with ``wait``; None without (the API's workers score it)."""
         return watch(self.client, answer["batch_id"], live=False) if wait else None
 
+    # --- suites and their criteria versions
+    def suites(self) -> dict[str, Any]:
+        return request(self.client.get, "/api/v1/suites")
+
+    def criteria_versions(self, suite: str) -> dict[str, Any]:
+        return request(self.client.get, f"/api/v1/suites/{suite}/criteria")
+
+    def criteria_version(self, suite: str, version: int) -> dict[str, Any]:
+        return request(self.client.get, f"/api/v1/suites/{suite}/criteria/{version}")
+
     # --- the judge's noise, labels
     def noise(self, suite: str, criteria_hash: str | None) -> dict[str, Any]:
         params = {"criteria_hash": criteria_hash} if criteria_hash else None
@@ -333,6 +343,27 @@ class EmbeddedStore:
         return score_batch(batch_id, self.db, concurrency=self.concurrency, live=False, start=start)
 
     # --- the judge's noise, labels
+    def suites(self) -> dict[str, Any]:
+        from assay.scoring.store.db import transaction
+        from assay.scoring.suites.api_suites import list_suites
+
+        with transaction() as session:
+            return {"suites": list_suites(session)}
+
+    def criteria_versions(self, suite: str) -> dict[str, Any]:
+        from assay.scoring.store.db import transaction
+        from assay.scoring.suites.history import criteria_versions
+
+        with transaction() as session:
+            return criteria_versions(session, suite)
+
+    def criteria_version(self, suite: str, version: int) -> dict[str, Any]:
+        from assay.scoring.store.db import transaction
+        from assay.scoring.suites.history import criteria_version
+
+        with transaction() as session:
+            return criteria_version(session, suite, version)
+
     def noise(self, suite: str, criteria_hash: str | None) -> dict[str, Any]:
         from assay.scoring.store.db import transaction
         from assay.scoring.trust.calibration import noise_report

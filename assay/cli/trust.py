@@ -29,6 +29,7 @@ from assay.cli.common import (
 )
 from assay.cli.gating import Alpha, AsJson, By, Junit, MaxDrop, MinPairs, finish_gate, gate_options
 from assay.cli.stores import DEFAULT_DB, EmbeddedDb, OptionalApiUrl, open_store, sources
+from assay.scoring.trust import LIST_LIMIT
 
 
 def _noise_table(floor: dict[str, Any]) -> Table:
@@ -181,7 +182,7 @@ def compare(
     csv_file: Annotated[
         Optional[Path], typer.Option("--csv", dir_okay=False, help="Also write every pair to this CSV file (streamed).")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=100, help="How many moved and flipped items to list.")] = 10,
+    limit: Annotated[int, typer.Option(min=1, max=LIST_LIMIT, help="How many moved and flipped items to list.")] = 10,
     fail_on_regression: Annotated[
         bool, typer.Option(help="Gate BATCH_B against BATCH_A as `assay gate` does: exit 1 on a regression.")
     ] = False,

@@ -74,6 +74,7 @@ def test_flower_refuses_to_start_without_a_password(password):
     result = assay("flower", "--port", str(free_port()), env=env, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "set ASSAY_FLOWER_PASSWORD (not empty or blank)" in result.stderr
+    assert "the password of Flower's user 'admin' (ASSAY_FLOWER_USER)" in " ".join(result.stderr.split())
 
 
 def test_a_blank_flower_password_reads_as_unset(monkeypatch):

@@ -99,7 +99,86 @@ def test_validate_names_the_problem_and_exits_1(tmp_path, changes, problem):
     result = assay("suite", "validate", str(path), cwd=tmp_path)
     assert result.returncode == 1, result.stdout
     assert "problem:" in result.stderr and problem in result.stderr
-    assert result.stdout == "" and "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["valid"] is False and report["criteria_hash"] is None
+    assert any(problem in f"{p['where']}: {p['message']}" for p in report["problems"])
+    assert "Traceback" not in result.stderr
+
+
+SUPPORT_BOT = {
+    "name": "support_bot",
+    "kind": "generic",
+    "threshold": 0.7,
+    "fields": {"input": "question", "output": "answer", "expected": "gold", "metadata.product": "meta.product"},
+    "components": {
+        "correctness": {
+            "weight": 0.6,
+            "judge": {
+                "rubric": "Is the answer correct for the product?",
+                "prompt": "Product {{metadata.product}}\nQ: {{input}}\nA: {{output}}",
+                "verdict": {"type": "score"},
+            },
+        },
+        "close": {"weight": 0.4, "metric": "levenshtein_ratio", "version": 1, "args": {"reference": {"from": "expected"}}},
+    },
+}
+
+
+def test_validate_reports_every_problem_at_once_in_plain_words(tmp_path):
+    suite = json.loads(json.dumps(SUPPORT_BOT))
+    suite["components"]["correctness"]["judge"]["prompt"] = "Product {{metadata.prodct}}\nQ: {{input}}\nA: {{output}}"
+    suite["components"]["close"]["weight"] = 0.5  # 0.6 + 0.5
+    suite["components"]["tone"] = {"weight": 0.1, "metric": "length_words", "version": 1, "argz": {}}
+    suite["components"]["style"] = {"weight": 0.1, "metric": "no_such_metric", "version": 1}
+    suite["thresold"] = 0.5
+    path = tmp_path / "support_bot.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    result = assay("suite", "validate", str(path), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    problems = {p["where"]: p["message"] for p in json.loads(result.stdout)["problems"]}
+    assert problems["thresold"] == "is not a setting here (did you mean threshold?)"
+    assert problems["components.tone.argz"] == "is not a setting here (did you mean args?)"
+    assert "unknown metric 'no_such_metric'" in problems["components.style"]
+    assert "{{metadata.prodct}} is not a field of this suite's items (did you mean {{metadata.product}}?)" in problems[
+        "components.correctness.judge"
+    ]
+    # The weights in plain words: their sum, and which to change by how much.
+    assert problems["components"] == (
+        "the weights add up to 1.3, not 1 (correctness 0.6 + close 0.5 + tone 0.1 + style 0.1): lower them by 0.3 "
+        "in all, e.g. correctness 0.6 → 0.3"
+    )
+    text = " ".join(result.stderr.split())
+    for wording in ("Value error", "Input should be", "Field required", "Extra inputs"):
+        assert wording not in text
+    assert f"{len(problems)} problem(s)" in text and "Traceback" not in text
+
+
+def test_validate_with_sample_items_says_what_each_line_would_do(tmp_path):
+    path = tmp_path / "support_bot.yaml"
+    path.write_text(yaml.safe_dump(SUPPORT_BOT, sort_keys=False))
+    items = tmp_path / "sample.jsonl"
+    items.write_text(
+        '{"question": "q1", "answer": "a1", "gold": "a1", "meta": {"product": "x"}}\n'
+        '{"question": "q2", "answer": "a2", "meta": {"product": "y"}}\n'
+        '{"question": "q3", "answer": "a3", "gold": "g", "meta": {}}\n'
+        '{"answer": "a4"}\n'
+        "{broken\n"
+    )
+    result = assay("suite", "validate", str(path), "--items", str(items), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["problems"] == [] and report["items_checked"] == 5 and report["criteria_hash"]
+    found = {(f["line"], f["outcome"], f["component"]) for f in report["items"]}
+    assert found == {(2, "skip", "close"), (3, "fail", "correctness"), (4, "rejected", None), (5, "rejected", None)}
+    text = " ".join(result.stderr.split())
+    assert "line 2: close would skip: {from: expected}: the item has no expected" in text
+    assert "line 3: correctness would fail: the judge prompt uses {{metadata.product}}" in text
+    assert "line 4: the line would be rejected: input (mapped from question) is not in the item" in text
+    # The good lines alone: clean, exit 0 (a skip is reported, not a problem).
+    items.write_text("\n".join(items.read_text().splitlines()[:2]) + "\n")
+    clean = assay("suite", "validate", str(path), "--items", str(items), cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+    assert json.loads(clean.stdout)["valid"] is True and "would skip" in clean.stderr
 
 
 def test_validate_of_a_file_that_is_not_a_suite_exits_1(tmp_path):
@@ -153,3 +232,24 @@ def test_push_registers_a_suite_through_the_api_and_again_is_unchanged(clean_db,
         assert again.stdout == first.stdout  # the criteria hash
         refused = assay("suite", "push", str(write_suite(tmp_path / "other")), "--api-url", url, "--api-key", API_KEY)
         assert refused.returncode == 2 and "error 422" in refused.stderr and "${VAR}" in refused.stderr
+
+
+def test_submit_takes_a_suite_file_and_registers_it_through_the_api(clean_db, tmp_path):
+    path = tmp_path / "support_bot.yaml"
+    path.write_text(yaml.safe_dump(SUPPORT_BOT, sort_keys=False))
+    items = tmp_path / "answers.jsonl"
+    items.write_text('{"question": "q1", "answer": "a1", "gold": "a1", "meta": {"product": "x"}}\n')
+    with api_process() as url:
+        env = plain_env(ASSAY_API_URL=url, ASSAY_API_KEY=API_KEY)
+        first = assay("submit", str(items), "--suite", str(path), env=env, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert "suite support_bot: version 1" in " ".join(first.stderr.split()) and "1 items accepted" in first.stderr
+        again = assay("submit", str(items), "--suite", str(path), env=env, cwd=tmp_path)
+        assert again.returncode == 0 and "unchanged (version 1)" in again.stderr
+        status = assay("status", first.stdout.strip(), "--json", env=env, cwd=tmp_path)
+        assert json.loads(status.stdout)["suite"] == "support_bot"
+        missing = assay("submit", str(items), "--suite", str(tmp_path / "nope.yaml"), env=env, cwd=tmp_path)
+        assert missing.returncode == 2 and "no such suite file" in missing.stderr
+        # What an API suite may not use is the API's 422, before anything is uploaded.
+        refused = assay("submit", str(items), "--suite", str(write_suite(tmp_path / "mine")), env=env, cwd=tmp_path)
+        assert refused.returncode == 2 and "${VAR}" in refused.stderr and "accepted" not in refused.stderr

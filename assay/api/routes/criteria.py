@@ -17,7 +17,7 @@ from assay.api.routes.compare import NoiseOut, noise_out
 from assay.scoring.reports.csv_writer import csv_chunks
 from assay.scoring.rescoring import diff as svc
 from assay.scoring.store.db import new_session, transaction
-from assay.scoring.trust import stats
+from assay.scoring.trust import LIST_LIMIT, stats
 
 router = APIRouter(prefix="/api/v1/criteria", tags=["items and criteria"], route_class=StrictJsonRoute)
 
@@ -143,6 +143,13 @@ class CriteriaDiffOut(BaseModel):
     limit: int
     offset: int
     items: list[DiffItemOut]
+    criteria_change: dict[str, Any] = Field(
+        ...,
+        description="What changed from `from` to `to`: `threshold` and `fields` ({from, to} or null), "
+        "`components_added`, `components_removed`, and per shared component its `changes` (weight, min_score, "
+        "metric, version, args, the judge's provider, model and settings as {what, from, to}; the judge's "
+        "rubric and prompt as {what, diff}, a unified diff); `changed` says whether anything did",
+    )
 
 
 def criteria_diff_out(result: svc.CriteriaDiff, limit: int, offset: int) -> CriteriaDiffOut:
@@ -156,6 +163,7 @@ def criteria_diff_out(result: svc.CriteriaDiff, limit: int, offset: int) -> Crit
         limit=limit,
         offset=offset,
         items=[DiffItemOut.model_validate(i) for i in result.items],
+        criteria_change=result.criteria_change,
     )
 
 
@@ -177,7 +185,7 @@ def criteria_diff(
     suite: Annotated[str | None, Query(min_length=1, max_length=100, description="Only this suite's scores")] = None,
     flips_only: Annotated[bool, Query(description="Only items whose verdict changed")] = False,
     order: Annotated[svc.DiffOrder, Query(description="delta: largest |delta| first; item: by item id")] = "delta",
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT, description=f"Rows per page, at most {LIST_LIMIT}")] = LIST_LIMIT,
     offset: Offset = 0,
     format: Annotated[Literal["json", "csv"], Query(description="json: aggregates and a page; csv: every row")] = "json",
 ) -> Any:

@@ -18,6 +18,7 @@ from assay.api.errors import ProblemText
 from assay.api.json_body import StrictJsonRoute, is_json
 from assay.scoring.store.db import transaction
 from assay.scoring.suites import api_suites as svc
+from assay.scoring.suites import history
 from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/suites", tags=["suites"], route_class=StrictJsonRoute)
@@ -244,6 +245,61 @@ def show_version(
 ) -> VersionOut:
     with transaction() as session:
         return VersionOut(**svc.get_version(session, name, version))
+
+
+class CriteriaVersionOut(BaseModel):
+    version: int = Field(..., description="1, 2, …: oldest first")
+    criteria_hash: str
+    since: datetime | None = Field(..., description="When it was registered (API suites) or first scored (file suites)")
+    batches: int = Field(..., description="Batches scored under this criteria hash")
+    current: bool = Field(..., description="Whether new scores of the suite are stamped with it")
+
+
+class CriteriaVersionsOut(BaseModel):
+    name: str
+    kind: str
+    origin: str
+    current_criteria_hash: str
+    numbered: str = Field(..., description="How the versions are numbered (API versions, or hashes by first use)")
+    versions: list[CriteriaVersionOut]
+
+
+class CriteriaVersionDetail(CriteriaVersionOut):
+    name: str
+    criteria: dict[str, Any] = Field(..., description="The resolved criteria: exactly what the hash is taken over")
+
+
+CRITERIA_VERSIONS_DOC = """A suite's criteria versions, oldest first. An API suite's are the versions
+registered through the API; a file suite (or one run by path) has none of those, so its versions are
+the criteria hashes its batches were scored under, numbered by first use, then its current hash when no
+batch used it yet. `GET .../criteria/{version}` gives one with its resolved criteria; two versions are
+compared with `assay diff --suite S --versions A B` (`GET /api/v1/criteria/diff`)."""
+
+
+@router.get(
+    "/{name}/criteria",
+    response_model=CriteriaVersionsOut,
+    summary="A suite's criteria versions and their hashes",
+    description=CRITERIA_VERSIONS_DOC,
+)
+def criteria_versions(name: SuiteName, _: Annotated[Principal, Depends(require_principal)]) -> CriteriaVersionsOut:
+    with transaction() as session:
+        return CriteriaVersionsOut(**history.criteria_versions(session, name))
+
+
+@router.get(
+    "/{name}/criteria/{version}",
+    response_model=CriteriaVersionDetail,
+    summary="One criteria version of a suite, with its resolved criteria",
+    description=CRITERIA_VERSIONS_DOC,
+)
+def criteria_version(
+    name: SuiteName,
+    version: Annotated[int, Path(ge=1, le=2_147_483_647)],
+    _: Annotated[Principal, Depends(require_principal)],
+) -> CriteriaVersionDetail:
+    with transaction() as session:
+        return CriteriaVersionDetail(**history.criteria_version(session, name, version))
 
 
 def _set_state(name: str, state: Any, principal: Principal) -> SuiteOut:

@@ -47,6 +47,11 @@ class Kind:
     # so a bad mapping makes the suite invalid rather than failing every upload. None: the kind takes
     # no mapping, and a suite of it with ``fields`` is refused.
     check_fields: Callable[[dict[str, str]], None] | None = None
+    # The judge placeholders the kind's items can have under a suite's ``fields`` mapping:
+    # ``placeholders(fields) -> (names, open_prefix)``, ``open_prefix`` a prefix whose keys the suite does
+    # not declare (``metadata.``), or None. Lets ``assay suite validate`` catch a placeholder typo before
+    # every item fails on it. None: not checked until items are given.
+    placeholders: Callable[[dict[str, str] | None], tuple[frozenset[str], str | None]] | None = None
     # Items of the kind are made by Assay itself (the pairs of a pairwise run), never uploaded: a suite
     # may not name it.
     internal: bool = False

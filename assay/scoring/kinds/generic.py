@@ -223,6 +223,14 @@ def judge_inputs(item: GenericItem) -> dict[str, str]:
     return inputs
 
 
+def placeholders(fields: Mapping[str, str] | None) -> tuple[frozenset[str], str | None]:
+    """The placeholders an item can fill: its fields, and ``metadata.KEY`` for the keys a ``fields``
+    mapping names (without ``metadata.KEY`` entries the keys are the items' own: any may be named)."""
+    names = {"input", "output", "expected", "context"}
+    keys = {target for target in (fields or {}) if target.startswith(METADATA_PREFIX)}
+    return frozenset(names | keys), None if keys else METADATA_PREFIX
+
+
 class ItemTooLong(AssayError):
     """The item does not fit the judge model's context window by the documented rule."""
 
@@ -308,4 +316,5 @@ KIND = Kind(
     prepare_payload=prepare_payload,
     check_fields=check_fields,
     live_lines=live_lines,
+    placeholders=placeholders,
 )

@@ -37,6 +37,7 @@ from assay.scoring.store.models import (
     ScoreComponent,
     SuiteRecord,
 )
+from assay.scoring.suites.history import criteria_changes
 from assay.scoring.trust import stats
 from assay.scoring.trust.noise import NoiseFloor, latest_noise
 
@@ -113,6 +114,7 @@ class CriteriaDiff:
     summary: DiffSummary
     total_rows: int  # rows the page was taken from (all compared items, or only the flips)
     items: list[DiffItem]
+    criteria_change: dict[str, Any]  # what changed from one criteria to the other (suites.history)
 
 
 def _resolve(session: Session, value: str, side: str) -> CriteriaDefinition:
@@ -350,6 +352,7 @@ def criteria_diff(
         summary=summary,
         total_rows=summary.pass_to_fail + summary.fail_to_pass if flips_only else summary.items_compared,
         items=[_item(r, summary.item_noise_floor) for r in page],
+        criteria_change=criteria_changes(old.criteria_content, new.criteria_content),
     )
 
 

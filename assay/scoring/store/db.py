@@ -150,7 +150,23 @@ def alembic_config(url: str | None = None):  # type: ignore[no-untyped-def]
     return cfg
 
 
-def migrate(url: str | None = None, revision: str = "head") -> None:
+def current_revision(url: str | None = None) -> str | None:
+    """The store's Alembic revision; None for a store no migration has touched (empty)."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url or get_settings().database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def migrate(url: str | None = None, revision: str = "head") -> tuple[str | None, str | None]:
+    """Upgrade the store to ``revision``; returns its revision before and after (None: empty)."""
     from alembic import command
 
+    before = current_revision(url)
     command.upgrade(alembic_config(url), revision)
+    return before, current_revision(url)

@@ -73,11 +73,10 @@ from assay.scoring.store.models import (
     Score,
     ScoreComponent,
 )
-from assay.scoring.trust import stats
+from assay.scoring.trust import LIST_LIMIT, stats
 from assay.scoring.trust.noise import NoiseFloor, latest_noise
 
 TOTAL = TOTAL_COMPONENT
-LIST_LIMIT = 100
 CACHE_SIZE = 32
 FETCH_CHUNK = 50_000
 STATES = ("usable", "partial", "failed", "pending", "cancelled")

@@ -1,4 +1,4 @@
-"""The fakes enforce rate limits as providers do (tests/fakes/ratelimit.py): token buckets refilled
+"""The fakes enforce rate limits as providers do (assay/dev/ratelimit.py): token buckets refilled
 continuously with about a second of burst, headers on every answer, 429 with a retry-after that is
 true, through the real SDKs."""
 
@@ -15,7 +15,7 @@ from assay.scoring.judge.governor import parse_duration
 from tests.conftest import wait_for
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.ratelimit import Costs, ProviderLimits, TokenBucket, go_duration
+from assay.dev.ratelimit import Costs, ProviderLimits, TokenBucket, go_duration
 
 MODEL = "claude-haiku-5-5"
 GPT = "gpt-4.1-mini"

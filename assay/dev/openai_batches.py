@@ -1,4 +1,4 @@
-"""The OpenAI fake's Batch API (``tests/fakes/openai_server.py``), driven through the real ``openai`` SDK.
+"""The OpenAI fake's Batch API (``assay/dev/openai_server.py``), driven through the real ``openai`` SDK.
 
 - ``POST /v1/files`` (multipart, ``purpose`` ``batch``; over 200 MB is a 400), ``GET /v1/files/{id}`` and
   ``GET /v1/files/{id}/content``: the input file, and the output and error files a batch writes.
@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.anthropic_server import _OUTCOME_KIND, BatchOutcome, _item_key
+from assay.dev.fake_answers import _OUTCOME_KIND, BatchOutcome, _item_key
 
 MAX_BATCH_REQUESTS = 50_000
 MAX_FILE_BYTES = 200 * 1024 * 1024
