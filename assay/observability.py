@@ -113,6 +113,7 @@ def route_provider(route: str) -> str:
     Bounded like the routes: one value per configured provider."""
     return route.split("@", 1)[0] if "@" in route else "anthropic"
 
+
 _TOKEN_TYPES = {
     "input_tokens": "input",
     "output_tokens": "output",

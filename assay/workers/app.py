@@ -104,6 +104,8 @@ def _register_suites_at_beat_start(**_: Any) -> None:
 
     with transaction() as session:
         register_all_suites(session, get_settings().config_dir)
+
+
 # Filled by the decorator below; Celery reads routes when it first publishes, after tasks registered.
 _routes: dict[str, dict[str, str]] = {}
 app.conf.task_routes = _routes

@@ -122,6 +122,7 @@ class _Registration:
 
 _REGISTRY: dict[str, _Registration] = {}
 
+
 def register_metric(
     name: str,
     *,

@@ -27,6 +27,7 @@ from assay.scoring.store.models import (
 
 log = logging.getLogger(__name__)
 
+
 def charge_score(session: Session, score_id: uuid.UUID, cost_usd: float | None) -> None:
     """Add a spend outside a landing (a deferred or redirected attempt) to the score's batch."""
     if cost_usd:

@@ -43,6 +43,7 @@ FINALIZING_COLUMNS = (
     _s.status, _s.criteria_hash, _s.error_kind, _s.suite_name, _s.item_id, _s.calibration_run_id,
 )
 
+
 @dataclass(frozen=True)
 class FinalizedScore:
     """A score as its finalizing landing left it (what a kind's ``on_finalized`` hook reads)."""

@@ -129,20 +129,29 @@ def check_completion_limit(max_tokens: int, parameters: Mapping[str, Any]) -> No
             f"max_completion_tokens ({limit}) is the room for the reasoning and the answer together: it "
             f"cannot be below max_tokens ({max_tokens}); raise it or leave it out"
         )
+
+
 def without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """``data`` without those of ``keys`` whose value is None: optional fields added after criteria
     were first hashed must not appear in the dump of criteria that do not use them."""
     return {k: v for k, v in data.items() if not (k in keys and v is None)}
+
+
 class JudgeParameters(BaseModel):
     """A judge's request parameters, where its model takes them (criteria: they change the answers).
     Unset ones stay out of the dump, so criteria written before they existed hash as they always did."""
+
     model_config = ConfigDict(extra="forbid")
+
     temperature: float | None = Field(None, ge=0, le=2)
     seed: int | None = None
     reasoning_effort: ReasoningEffort | None = None
+    max_completion_tokens: int | None = Field(None, gt=0, le=200_000)
+
     @model_serializer(mode="wrap")
     def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         return without_none(handler(self), JUDGE_PARAMETERS)
+
     @property
     def parameters(self) -> dict[str, Any]:
         """The parameters set, as the provider is sent them."""

@@ -4,14 +4,14 @@ The batch lane served only Anthropic's Message Batches; it now sends each judge'
 own provider's batch API (OpenAI's Batch API too), and polls each provider batch at the provider that
 took it. Rows from before were all Anthropic's.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0017
+Revises: 0016
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016"
-down_revision = "0015"
+revision = "0017"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 
