@@ -20,6 +20,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 
+import assay.scoring.features  # noqa: F401  (this process lands scores: the run's report is a feature's hook)
 from assay.scoring.kinds.pairwise import A_FIRST
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.budgets import stop_for_budget

@@ -3,12 +3,14 @@ live worker judged by the loopback fake, scripted to prefer the output holding a
 in, ticks two batches (the first ticked is A), asks for the estimate (the API's dry run: nothing kept),
 starts a run on a slow judge and cancels it, starts another sliced by topic, watches it finish, reads
 B's wins / ties / losses, win rate, sign test and inconsistency, the slices, and follows a moved pair
-to its item page (both orders' verdicts)."""
+to its item page (both orders' verdicts); and, on a run the budget stopped (judged in this process), a
+budget too low refused on the page and a new one that sets the run running again."""
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 
 import httpx
 import pytest
@@ -132,3 +134,38 @@ def test_estimate_start_cancel_and_read_a_pairwise_run(chromium, live_api, fake_
     expect(page.locator('[data-judge="a_first"]')).to_have_count(2)
     for order in ("a_first", "b_first"):
         expect(page.locator(f'[data-judge="{order}"] h4 .pill.status-ok')).to_have_count(1)
+
+
+@pytest.fixture
+def api_only(clean_db, tmp_path):
+    """The API alone: the test judges the pairs in this process (no worker)."""
+    with api_process(worker_env(), log=tmp_path / "api.log") as url:
+        yield url
+
+
+def test_resume_a_run_the_budget_stopped_from_its_page(chromium, api_only):
+    from playwright.sync_api import expect
+
+    from tests.api.test_pairwise_api import judge, start_run, two_batches
+    from tests.scoring.test_pipeline import plan_all
+
+    api = httpx.Client(base_url=api_only, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+    a, b = two_batches(api)
+    run = start_run(api, a, b, budget_usd=0.015)  # each order costs $0.01: the second pair is stopped
+    judge(plan_all(uuid.UUID(run["batch_id"])))
+
+    page = chromium.new_page()
+    sign_in(page, api_only, f"/dashboard/pairwise/{run['id']}")
+    expect(page.locator("#run-status")).to_have_text("completed")
+    expect(page.locator("#pairwise-pairs")).to_contain_text("1 pair(s) judged in both orders, 3 incomplete")
+    resume = page.locator("#pairwise-resume")
+    resume.locator('input[name="budget_usd"]').fill("0.01")
+    resume.locator('button[type="submit"]').click()
+    expect(page.locator("#run-action-result")).to_contain_text("must exceed what the batch has spent")
+    resume.locator('input[name="budget_usd"]').fill("1")
+    resume.locator('button[type="submit"]').click()
+    expect(page.locator("#run-status")).to_have_text("running")  # the page reloaded
+    expect(page.locator("#run-budget")).to_have_text("$1.00")
+    expect(page.locator("#pairwise-waiting")).to_be_visible()
+    view = api.get(f"/api/v1/pairwise/{run['id']}").json()
+    assert (view["status"], view["batch_status"], view["budget_usd"]) == ("running", "running", 1.0)

@@ -76,6 +76,10 @@ def test_a_two_batch_run_its_list_row_report_slices_and_moved_pairs(api, page):
     assert pair_page.status_code == 200 and 'data-judge="a_first"' in pair_page.text and 'data-judge="b_first"' in pair_page.text
     assert "A answers q0" in page.get(f"/dashboard/items/{a_link}").text
     assert 'id="run-actions"' not in r.text  # finished: nothing to cancel or resume
+    # The run's batch, linked from its page, is a batch page like any other.
+    assert f'href="/dashboard/batches/{run["batch_id"]}"' in r.text
+    batch_page = page.get(f"/dashboard/batches/{run['batch_id']}")
+    assert batch_page.status_code == 200 and f"{SUITE}:pairwise" in batch_page.text
     assert 'id="pairwise-leaderboard"' not in r.text
 
 

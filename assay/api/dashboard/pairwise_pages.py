@@ -31,6 +31,7 @@ from assay.scoring.intake import batches as batch_svc
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, PairwiseRun, SuiteRecord
 from assay.scoring.trust import pairwise as svc
+from assay.scoring.trust.runs import run_status
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=StrictJsonRoute)
 LISTED = 50
@@ -59,6 +60,23 @@ def _recent_batches(session: Session) -> list[dict[str, Any]]:
     ]
 
 
+def _list_row(run: PairwiseRun, batch: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's row in the list: its batch's row gives the progress (the run's full view would count
+    the batch's scores a second time)."""
+    status = run_status(run, batch["status"] if batch else None)
+    return {
+        "id": str(run.id),
+        "suite": run.suite_name,
+        "criteria_hash": run.criteria_hash,
+        "systems": run.systems,
+        "status": status,
+        "batch_status": batch["status"] if batch else None,
+        "created_at": run.created_at,
+        "report": svc.shown_report(run, status),
+        "batch": batch,
+    }
+
+
 @router.get("/pairwise", response_class=HTMLResponse)
 def pairwise_list_page(
     request: Request,
@@ -68,7 +86,7 @@ def pairwise_list_page(
     with transaction() as session:
         runs = svc.list_runs(session, suite or None, LISTED)
         progress = _progress_rows(session, runs)
-        rows = [{**svc.run_view(session, run), "batch": progress.get(run.batch_id)} for run in runs]
+        rows = [_list_row(run, progress.get(run.batch_id)) for run in runs]
         suites = _pairwise_suites(session)
         recent = _recent_batches(session)
     return render(

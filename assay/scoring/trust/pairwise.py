@@ -409,9 +409,13 @@ def run_view(session: Session, run: PairwiseRun) -> dict[str, Any]:
         "systems": run.systems,
         "design": run.design,
         **fields,
-        # A run running again (resumed) has no report until its batch finishes again.
-        "report": None if fields["status"] == "running" else run.report,
+        "report": shown_report(run, fields["status"]),
     }
+
+
+def shown_report(run: PairwiseRun, status: str) -> dict[str, Any] | None:
+    """The stored report, but none while the run runs (again, after a resume: that report was the cut's)."""
+    return None if status == "running" else run.report
 
 
 def list_runs(session: Session, suite: str | None = None, limit: int = 50) -> list[PairwiseRun]:

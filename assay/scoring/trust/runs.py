@@ -75,11 +75,12 @@ def run_batch(session: Session, run: CalibrationRun | PairwiseRun) -> Batch | No
     return session.get(Batch, run.batch_id) if run.batch_id else None
 
 
-def run_status(run: CalibrationRun | PairwiseRun, batch: Batch | None) -> str:
-    if batch is not None and batch.status in _ACTIVE_BATCH:
+def run_status(run: CalibrationRun | PairwiseRun, batch_status: str | None) -> str:
+    """The run's status given its batch's (None: the batch was deleted)."""
+    if batch_status in _ACTIVE_BATCH:
         return "running"
-    if run.status == "running" and (batch is None or batch.status in ("cancelled", "failed")):
-        return "cancelled" if batch is None or batch.status == "cancelled" else "failed"
+    if run.status == "running" and batch_status in (None, "cancelled", "failed"):
+        return "failed" if batch_status == "failed" else "cancelled"
     return str(run.status)
 
 
@@ -87,7 +88,7 @@ def batch_fields(session: Session, run: CalibrationRun | PairwiseRun) -> dict[st
     """The part of a run's view that its batch gives: status, progress, spend, budget, times."""
     batch = run_batch(session, run)
     return {
-        "status": run_status(run, batch),
+        "status": run_status(run, batch.status if batch is not None else None),
         "batch_id": str(run.batch_id) if run.batch_id else None,
         "batch_status": batch.status if batch is not None else None,
         "progress": batch_counts(session, batch.id) if batch is not None else None,
