@@ -12,9 +12,9 @@ prompt cache (the fake is reset in between):
 
 1. realtime lane: one ``run_judge`` call per item, the JudgeRequest built as the judge worker builds
    it (``assay.scoring.pipeline.scorer._judge``), with an in-process breaker and governor;
-2. batch lane: the same requests as one Message Batch (params as ``assay.scoring.rescoring.batch_lane.prepare``
-   builds them), polled until it ends, its results read and priced as ``batch_lane.apply_results``
-   does (``cost_usd(usage) * batch_discount``).
+2. batch lane: the same requests as one Message Batch through ``AnthropicBatches`` (line, submit, poll,
+   collect: what ``assay.scoring.rescoring.batch_lane`` calls), its results read and priced as
+   ``batch_lane.apply_results`` does (``cost_usd(usage) * batch_discount``).
 
 Printed per suite and lane: mean tokens per judgment (input, cache write, cache read, output), the
 cache-read ratio (``pipeline.cache_read_ratio``), dollars per judgment, billed input-token equivalents
@@ -43,12 +43,12 @@ from pydantic import BaseModel
 from assay.scoring.judge.breaker import InProcessBreaker
 from assay.scoring.judge.governor import InProcessGovernor, RateLimits
 from assay.scoring.judge.providers.anthropic_messages import (
+    AnthropicBatches,
     AnthropicProvider,
-    answer_of,
     make_batch_client,
     make_client,
-    output_config_for,
 )
+from assay.scoring.judge.providers.base import Call
 from assay.scoring.judge.service import JudgeRequest, read_answer, run_judge
 from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline.components import cache_read_ratio
@@ -180,35 +180,28 @@ def batch_lane(suite: Suite, items: list[BaseModel], catalog: ModelCatalog, base
     kind = get_kind(criteria.kind)
     price = catalog.models[judge.model]
     verdict = judge.verdict.model
-    requests = []
+    client = make_batch_client("bench", base_url, 60)
+    api = AnthropicBatches("anthropic", client)
+    lines = []
     for i, item in enumerate(items):
         prompt, _ = render_judge_prompt(criteria, judge.component, kind, item, catalog)
-        params: dict[str, Any] = {  # as batch_lane.prepare builds them
-            "model": judge.model,
-            "max_tokens": judge.max_tokens,
-            "messages": [{"role": "user", "content": prompt.user}],
-            "output_config": output_config_for(verdict),
-        }
-        if prompt.system:
-            params["system"] = prompt.system_blocks()
-        requests.append({"custom_id": f"{suite.name}-{i}", "params": params})
+        messages = [{"role": "user", "content": prompt.user}]
+        # The request batch_lane.prepare sends: the provider's own line for the judge's call.
+        lines.append(api.line(f"{suite.name}-{i}", Call(judge.model, prompt, messages, judge.max_tokens, 0.0, verdict, judge.parameters)))
 
-    client = make_batch_client("bench", base_url, 60)
     lane = Lane()
     started = time.perf_counter()
-    batch = client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
-    while batch.processing_status != "ended":
+    provider_id = api.submit(lines)
+    while not api.poll(provider_id).ended:
         time.sleep(0.1)
-        batch = client.messages.batches.retrieve(batch.id)
-    for result in client.messages.batches.results(batch.id):
+    for result in api.collect(provider_id):
         lane.judgments += 1
-        if result.result.type != "succeeded":
+        if result.answer is None:
             continue  # the batch lane would send it realtime; the fake is not scripted to fail any
-        message = result.result.message
-        usage = answer_of(message).usage
+        usage = result.answer.usage
         lane.calls += 1
         lane.add(usage, cost_usd(usage, price) * price.batch_discount)  # as apply_results prices it
-        _, answer, _ = read_answer(answer_of(message), verdict, judge.max_tokens)
+        _, answer, _ = read_answer(result.answer, verdict, judge.max_tokens)
         lane.verdicts += answer is not None
     lane.seconds = time.perf_counter() - started
     client.close()

@@ -18,7 +18,8 @@ from tests.fakes.anthropic_server import FakeAnthropic
 
 # Label names whose values are bounded: suite and component names come from registered suites, the
 # rest from fixed vocabularies or the model catalog.
-BOUNDED_LABELS = {"suite", "outcome", "queue", "component", "status", "reason", "model", "type"}
+# provider: one value per provider configured in models.yaml (observability.route_provider).
+BOUNDED_LABELS = {"suite", "outcome", "queue", "component", "status", "reason", "provider", "model", "type"}
 
 SUITE = """
 name: metrics_generic
@@ -67,10 +68,11 @@ def test_live_collector_reads_the_breaker_only_through_its_callable(clean_db):
     up = {s.labels["source"]: s.value for s in down["assay_metrics_source_up"]}
     assert up == {"broker": 1, "breaker": 0}
 
-    rows = [{"model": "m1", "state": "open", "failures": 3}]
+    rows = [{"model": "m1", "state": "open", "failures": 3}, {"model": "openai@api.openai.com:gpt-5", "state": "closed", "failures": 0}]
     live = gauges(observability.LiveCollector(settings, lambda: rows))
-    states = {(s.labels["model"], s.labels["state"]): s.value for s in live["assay_judge_breaker_state"]}
-    assert states[("m1", "open")] == 1 and states[("m1", "closed")] == 0
+    states = {(s.labels["provider"], s.labels["model"], s.labels["state"]): s.value for s in live["assay_judge_breaker_state"]}
+    assert states[("anthropic", "m1", "open")] == 1 and states[("anthropic", "m1", "closed")] == 0
+    assert states[("openai", "openai@api.openai.com:gpt-5", "closed")] == 1
 
 
 @pytest.fixture

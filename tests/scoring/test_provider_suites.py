@@ -102,14 +102,18 @@ def test_max_completion_tokens_is_criteria_for_reasoning_models_only():
     [
         (
             "provider: openai\n      model: gpt-4.1-mini\n      max_completion_tokens: 4000",
-            "max_completion_tokens: model 'gpt-4.1-mini' of provider 'openai' does not take this parameter (it "
-            "takes: temperature, seed); reasoning_effort and max_completion_tokens are for reasoning models; remove the key",
+            (
+                "max_completion_tokens: model 'gpt-4.1-mini' of provider 'openai' does not take this parameter (it "
+                "takes: temperature, seed); reasoning_effort and max_completion_tokens are for reasoning models; remove the key"
+            ),
         ),
         ("model: claude-haiku-5-5\n      max_completion_tokens: 4000", "takes no sampling parameters"),
         (
             "provider: openai\n      model: gpt-5-mini\n      max_tokens: 2000\n      max_completion_tokens: 1000",
-            "max_completion_tokens (1000) is the room for the reasoning and the answer together: it cannot be below "
-            "max_tokens (2000)",
+            (
+                "max_completion_tokens (1000) is the room for the reasoning and the answer together: it cannot be below "
+                "max_tokens (2000)"
+            ),
         ),
     ],
 )

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from assay.scoring.judge.prompt import JudgePrompt
 from assay.scoring.judge.providers.anthropic_messages import AnthropicBatches
-from assay.scoring.judge.providers.anthropic_messages import make_batch_client as anthropic_batch_client
+from assay.scoring.judge.providers.anthropic_messages import (
+    make_batch_client as anthropic_batch_client,
+)
 from assay.scoring.judge.providers.base import BatchResult, Call
 from assay.scoring.judge.providers.openai_chat import OpenAIBatches, make_batch_client
-from assay.scoring.judge.prompt import JudgePrompt
 from assay.scoring.judge.rubrics import VerdictSpec, rubric_verdict
 from assay.scoring.judge.service import read_answer
 from assay.scoring.suites.providers import ProviderConfig
