@@ -15,6 +15,8 @@ dev_cli = typer.Typer(help="Try Assay without an account: a loopback fake judge.
 
 PROVIDERS = ("anthropic", "openai", "both")
 FAKE_KEY = "fake-key"  # the fakes want a key, as the real APIs do, and accept any
+# As the real APIs: a shorter prompt prefix is not cached, so costs and estimates compare as they would.
+MIN_CACHEABLE_TOKENS = 1024
 
 
 @dev_cli.command("fake-judge")
@@ -42,7 +44,9 @@ def fake_judge(
     try:
         for offset, name in enumerate(wanted):
             try:
-                fake = (FakeAnthropic if name == "anthropic" else FakeOpenAI)(latency=latency, port=port + offset)
+                fake = (FakeAnthropic if name == "anthropic" else FakeOpenAI)(
+                    latency=latency, port=port + offset, min_cacheable_tokens=MIN_CACHEABLE_TOKENS
+                )
             except OSError as exc:
                 fail(f"cannot listen on 127.0.0.1:{port + offset} ({exc.strerror}): pass another --port")
             servers.append(fake.start())

@@ -251,8 +251,10 @@ class FakeState:
 
     def input_usage(self, model: str, total_tokens: int, cached_text: str) -> dict[str, int]:
         """Input tokens split the way the API bills them: the first call with a cached prefix writes
-        the cache, later ones read it."""
+        the cache, later ones read it; a prefix under ``min_cacheable_tokens`` is not cached."""
         cached = _tokens(cached_text)
+        if cached < self.config.min_cacheable_tokens:
+            cached = 0  # the real API sends a short prefix uncached, at the input price
         usage = {"input_tokens": total_tokens - cached, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         if cached:
             key = hashlib.sha256(f"{model}\0{cached_text}".encode()).hexdigest()

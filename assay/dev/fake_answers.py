@@ -124,6 +124,12 @@ class FakeConfig(BaseModel):
         "(n even) or -spread (n odd) of its range, staying in range (see the module docstring); 0: no spread.",
     )
     batch_cancel_seconds: float = Field(0.1, ge=0, description="How long a canceled batch stays canceling.")
+    min_cacheable_tokens: int = Field(
+        0,
+        ge=0,
+        description="A cache_control prefix shorter than this is not cached, as the real API does below a model's "
+        "minimum (1024 tokens for Sonnet and Opus); 0 caches every marked prefix.",
+    )
     pairwise_preference: Literal["none", "longer", "marker", "first"] = Field(
         "none", description="How a pairwise verdict (a label schema of a, b, tie) is answered: longer (the longer "
         "output wins, equal lengths tie), marker (the output holding pairwise_marker wins, both or neither tie), first "

@@ -60,6 +60,8 @@ def scores_per_hash(batch_id: str) -> dict[str, int]:
 
 
 def test_rescore_after_a_criteria_change_via_api_then_nothing_left(api_client, live_worker_factory, fake_judge):
+    # The kql judge's prompt prefix is under its model's minimum cacheable length: uncached, as on the API.
+    fake_judge.configure(min_cacheable_tokens=1024)
     worker = live_worker_factory(judge_env(fake_judge))
     old_hash = current_hash()
     first = submit(api_client, EXAMPLES.read_bytes())
@@ -80,6 +82,8 @@ def test_rescore_after_a_criteria_change_via_api_then_nothing_left(api_client, l
     run_id = r.json()["batch_id"]
     view = wait_finished(api_client, run_id)
     assert view["status"] == "completed" and view["total_items"] == 4 and view["criteria_hash"] == new_hash
+    # The dry run's estimate against what the run cost: within 20 % when the fake caches as the API does.
+    assert abs(estimate["cost_usd"] - view["summary"]["cost_usd"]) <= 0.2 * view["summary"]["cost_usd"], (estimate, view["summary"])
     assert scores_per_hash(first) == {old_hash: 4, new_hash: 4}, "old scores are kept as history"
     # One judge call per item per criteria, none repeated (the fake keys calls by the item's prompt).
     assert set(fake_judge.calls()["counts"].values()) == {2}
