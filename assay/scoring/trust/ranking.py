@@ -33,9 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import choix
 import numpy as np
-from scipy.stats import binomtest
 
 from assay.scoring.trust.stats import BOOTSTRAP_SEED, CONFIDENCE, paired_bootstrap
 
@@ -80,6 +78,9 @@ def head_to_head(outcomes: Sequence[float], inconsistent: Sequence[bool]) -> Hea
     ties = int(values.size) - wins - losses
     rate = paired_bootstrap(values)
     decisive = wins + losses
+    # Imported here: scipy costs a second of CPU to import, and every worker, API and CLI process would pay it.
+    from scipy.stats import binomtest
+
     p = float(binomtest(wins, decisive, 0.5).pvalue) if decisive else 1.0
     flips = int(sum(bool(x) for x in inconsistent))
     return HeadToHead(
@@ -125,6 +126,9 @@ def fit_strengths(systems: int, comparisons: Sequence[Comparison], alpha: float 
     data = _choices(comparisons)
     if not data:
         return np.zeros(systems)
+    # Imported here: choix (it imports scipy) costs a second of CPU to import, and every worker, API and CLI process would pay it.
+    import choix
+
     strengths = np.asarray(choix.ilsr_pairwise(systems, data, alpha=alpha), dtype=float)
     return strengths - strengths.mean()
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import binomtest
 
 BOOTSTRAP_SEED = 21
 CONFIDENCE = 0.95
@@ -143,6 +142,9 @@ def mcnemar_exact(pass_to_fail: int, fail_to_pass: int) -> McNemar:
     discordant = pass_to_fail + fail_to_pass
     if discordant == 0:
         return McNemar(0, 0, 0, 1.0)
+    # Imported here: scipy costs a second of CPU to import, and every worker, API and CLI process would pay it.
+    from scipy.stats import binomtest
+
     p_value = float(binomtest(pass_to_fail, discordant, 0.5, alternative="two-sided").pvalue)
     return McNemar(pass_to_fail, fail_to_pass, discordant, min(1.0, p_value))
 
