@@ -175,3 +175,33 @@ def test_a_retry_re_judges_the_failed_member_and_the_jury_waits_for_it(clean_db)
     land_one(refs[0], verdict(refs[0]))
     jury_row = rows(batch_id)[(score.id, "correct")]
     assert jury_row.status == "ok" and jury_row.details["jury"]["answered"] == 3
+
+
+def test_calibration_measures_each_member_and_the_jury(jury):
+    from assay.scoring.suites.loader import load_model_catalog
+    from assay.scoring.trust import calibration
+    from assay.scoring.trust.noise import latest_noise
+
+    for ref in plan_all(make_batch(jury)):
+        land_one(ref, verdict(ref))
+    with transaction() as s:
+        plan = calibration.plan(s, "jury_pipeline", 2, 3, "realtime", load_model_catalog(get_settings().config_dir))
+        assert plan.estimate.judge_calls == 2 * 3 * len(MEMBERS)  # each member, every repeat
+        run = calibration.start(s, plan, created_by="t", lane="realtime", budget_usd=None)
+        run_batch = run.batch_id
+    refs = plan_all(run_batch)
+    # Members are asked every repeat; the metric carries over; the jury waits for its members.
+    assert sorted({r.component for r in refs}) == sorted(MEMBERS) and len(refs) == 2 * 3 * len(MEMBERS)
+    with transaction() as s:
+        repeat_of = dict(s.execute(select(Score.id, Score.calibration_repeat).where(Score.batch_id == run_batch)).all())
+    for ref in refs:
+        # haiku flips between repeats; sonnet always passes; opus always fails.
+        passed = repeat_of[ref.score_id] % 2 == 1 if ref.component.endswith("haiku-5-5") else not ref.component.endswith("@opus")
+        land_one(ref, ComponentResult("ok", 1.0 if passed else 0.0, {"passed": passed, "reasoning": "r"}))
+    with transaction() as s:
+        noise = latest_noise(s, jury)
+    assert noise is not None
+    assert noise.sigma_w["correct@claude-sonnet-5-5"] == 0.0 and noise.sigma_w["correct@opus"] == 0.0
+    assert noise.sigma_w["correct@claude-haiku-5-5"] > 0
+    # The jury follows haiku's swing: with sonnet for pass and opus against, haiku decides each repeat.
+    assert noise.sigma_w["correct"] == pytest.approx(noise.sigma_w["correct@claude-haiku-5-5"])
