@@ -205,3 +205,23 @@ def test_calibration_measures_each_member_and_the_jury(jury):
     assert noise.sigma_w["correct@claude-haiku-5-5"] > 0
     # The jury follows haiku's swing: with sonnet for pass and opus against, haiku decides each repeat.
     assert noise.sigma_w["correct"] == pytest.approx(noise.sigma_w["correct@claude-haiku-5-5"])
+
+
+def test_on_the_batch_lane_each_member_waits_for_its_own_provider_batch(jury):
+    from sqlalchemy import update
+
+    from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
+    from assay.scoring.rescoring import batch_lane
+    from assay.scoring.suites.loader import load_model_catalog
+
+    batch_id = make_batch(jury)
+    with transaction() as s:
+        s.execute(update(Batch).where(Batch.id == batch_id).values(judge_lane="batch"))
+    assert {r.component for r in plan_all(batch_id)} == {"exact"}  # members wait for the submitter, the jury for them
+    found = rows(batch_id)
+    assert {r.reason for r in found.values() if r.component in MEMBERS} == {BATCH_LANE_WAITING}
+    assert {r.reason for r in found.values() if r.component == "correct"} == {DERIVED_WAITING}
+    with transaction() as s:
+        assert sorted(batch_lane.waiting_groups(s)) == sorted((batch_id, m) for m in MEMBERS)
+        prepared = batch_lane.prepare(s, batch_id, "correct@opus", load_model_catalog(get_settings().config_dir), batch_lane.Limits(100, 10**9))
+    assert len(prepared.requests) == 2 and {r["params"]["model"] for r in prepared.requests} == {"claude-opus-5-5"}
