@@ -175,3 +175,53 @@ def test_a_retry_re_judges_the_failed_member_and_the_jury_waits_for_it(clean_db)
     land_one(refs[0], verdict(refs[0]))
     jury_row = rows(batch_id)[(score.id, "correct")]
     assert jury_row.status == "ok" and jury_row.details["jury"]["answered"] == 3
+
+
+def test_calibration_measures_each_member_and_the_jury(jury):
+    from assay.scoring.suites.loader import load_model_catalog
+    from assay.scoring.trust import calibration
+    from assay.scoring.trust.noise import latest_noise
+
+    for ref in plan_all(make_batch(jury)):
+        land_one(ref, verdict(ref))
+    with transaction() as s:
+        plan = calibration.plan(s, "jury_pipeline", 2, 3, "realtime", load_model_catalog(get_settings().config_dir))
+        assert plan.estimate.judge_calls == 2 * 3 * len(MEMBERS)  # each member, every repeat
+        run = calibration.start(s, plan, created_by="t", lane="realtime", budget_usd=None)
+        run_batch = run.batch_id
+    refs = plan_all(run_batch)
+    # Members are asked every repeat; the metric carries over; the jury waits for its members.
+    assert sorted({r.component for r in refs}) == sorted(MEMBERS) and len(refs) == 2 * 3 * len(MEMBERS)
+    with transaction() as s:
+        repeat_of = dict(s.execute(select(Score.id, Score.calibration_repeat).where(Score.batch_id == run_batch)).all())
+    for ref in refs:
+        # haiku flips between repeats; sonnet always passes; opus always fails.
+        passed = repeat_of[ref.score_id] % 2 == 1 if ref.component.endswith("haiku-5-5") else not ref.component.endswith("@opus")
+        land_one(ref, ComponentResult("ok", 1.0 if passed else 0.0, {"passed": passed, "reasoning": "r"}))
+    with transaction() as s:
+        noise = latest_noise(s, jury)
+    assert noise is not None
+    assert noise.sigma_w["correct@claude-sonnet-5-5"] == 0.0 and noise.sigma_w["correct@opus"] == 0.0
+    assert noise.sigma_w["correct@claude-haiku-5-5"] > 0
+    # The jury follows haiku's swing: with sonnet for pass and opus against, haiku decides each repeat.
+    assert noise.sigma_w["correct"] == pytest.approx(noise.sigma_w["correct@claude-haiku-5-5"])
+
+
+def test_on_the_batch_lane_each_member_waits_for_its_own_provider_batch(jury):
+    from sqlalchemy import update
+
+    from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
+    from assay.scoring.rescoring import batch_lane
+    from assay.scoring.suites.loader import load_model_catalog
+
+    batch_id = make_batch(jury)
+    with transaction() as s:
+        s.execute(update(Batch).where(Batch.id == batch_id).values(judge_lane="batch"))
+    assert {r.component for r in plan_all(batch_id)} == {"exact"}  # members wait for the submitter, the jury for them
+    found = rows(batch_id)
+    assert {r.reason for r in found.values() if r.component in MEMBERS} == {BATCH_LANE_WAITING}
+    assert {r.reason for r in found.values() if r.component == "correct"} == {DERIVED_WAITING}
+    with transaction() as s:
+        assert sorted(batch_lane.waiting_groups(s)) == sorted((batch_id, m) for m in MEMBERS)
+        prepared = batch_lane.prepare(s, batch_id, "correct@opus", load_model_catalog(get_settings().config_dir), batch_lane.Limits(100, 10**9))
+    assert len(prepared.requests) == 2 and {r["params"]["model"] for r in prepared.requests} == {"claude-opus-5-5"}

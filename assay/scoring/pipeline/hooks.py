@@ -4,9 +4,9 @@ from others is computed (a jury from its members). All run inside the transactio
 score or completes the batch, so a feature's rows commit with it or not at all.
 
 Features register themselves when imported (``@on_scores_finalized``, ``@on_batch_completed``,
-``@derives_components``); the
-pipeline imports none of them (ARCHITECTURE.md, invariant 10). Every process that lands scores imports
-them through :mod:`assay.scoring.features`, and a worker logs what is registered when it starts."""
+``@derives_components``); the pipeline imports none of them (ARCHITECTURE.md, invariant 10). Every
+process that lands scores imports them through :mod:`assay.scoring.features`, and a worker logs what
+is registered when it starts."""
 
 from __future__ import annotations
 
