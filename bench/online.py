@@ -246,10 +246,12 @@ class Memory:
         self._thread.join(timeout=30)
 
     def table(self) -> str:
-        lines = [f"{'RSS MiB':24} {'start':>7} {'end':>7} {'max':>7}  samples"]
+        """Start, end and max, and the samples at each quarter of the run between them (flat or growing)."""
+        lines = [f"{'RSS MiB':24} {'start':>7} {'end':>7} {'max':>7}  samples  at 1/4, 1/2, 3/4"]
         for name, values in self.samples.items():
             if values:
-                lines.append(f"  {name:22} {values[0]:7.0f} {values[-1]:7.0f} {max(values):7.0f}  {len(values)}")
+                quarters = ", ".join(f"{values[len(values) * q // 4]:.0f}" for q in (1, 2, 3))
+                lines.append(f"  {name:22} {values[0]:7.0f} {values[-1]:7.0f} {max(values):7.0f}  {len(values):7}  {quarters}")
         return "\n".join(lines)
 
 

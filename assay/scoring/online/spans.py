@@ -79,6 +79,32 @@ def _ensure_day(session: Session, day: date) -> None:
         _known_days.add(day)
 
 
+_JSON_COLUMNS = {"attributes", "resource", "events"}
+_COPIED = [column.name for column in SPANS.columns if column.name not in ("id", "received_at")]
+
+
+def _copy_spans(session: Session, rows: Sequence[dict[str, Any]], received_at: datetime) -> None:
+    """PostgreSQL: the spans streamed by ``COPY`` on the session's connection (its transaction): one
+    statement for the request, where an executemany INSERT ran one per span and cost the API about
+    40 µs of CPU and PostgreSQL about 450 µs of wall time per span (bench/online.py)."""
+    from psycopg.types.json import Json
+
+    cursor = session.connection().connection.driver_connection.cursor()
+    statement = f"COPY spans (id, received_at, {', '.join(_COPIED)}) FROM STDIN"
+    with cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(
+                (
+                    uuid.uuid4(),
+                    received_at,
+                    *(
+                        (Json(row[name]) if row[name] is not None else None) if name in _JSON_COLUMNS else row[name]
+                        for name in _COPIED
+                    ),
+                )
+            )
+
+
 @dataclass(frozen=True)
 class Stored:
     spans: int
@@ -91,7 +117,9 @@ def store_spans(session: Session, rows: Sequence[dict[str, Any]], received_at: d
         return Stored(0, 0)
     if _is_postgres(session):
         _ensure_day(session, received_at.astimezone(timezone.utc).date())
-    session.execute(insert(SPANS), [{**row, "id": uuid.uuid4(), "received_at": received_at} for row in rows])
+        _copy_spans(session, rows, received_at)
+    else:
+        session.execute(insert(SPANS), [{**row, "id": uuid.uuid4(), "received_at": received_at} for row in rows])
     traces: dict[str, datetime | None] = {}
     counts: Counter[str] = Counter()
     for row in rows:
