@@ -108,13 +108,17 @@ def resume(
     budget: Annotated[
         Optional[float], typer.Option(min=0.000001, help="New judge spend limit in US dollars (omit: no limit).")
     ] = None,
+    as_json: AsJson = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
     """Resume a budget_exhausted batch under a new budget; what already landed is kept."""
     with api_client(api_url, api_key) as client:
         view = request(client.post, f"/api/v1/batches/{batch_id}/resume", json={"budget_usd": budget})
-    out.print(summary_table(view))
+    if as_json:
+        print_json(view)
+    else:
+        out.print(summary_table(view))
 
 
 def status(
@@ -184,8 +188,13 @@ def metrics(
             console.print(f"wrote {out / name}")
 
 
-def cancel(batch_id: str, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = None) -> None:
-    """Cancel a batch: queued work is dropped, finished scores are kept."""
+def cancel(
+    batch_id: str, as_json: AsJson = False, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = None
+) -> None:
+    """Cancel a batch: queued work is dropped, finished scores are kept. Prints its summary."""
     with api_client(api_url, api_key) as client:
         view = request(client.post, f"/api/v1/batches/{batch_id}/cancel")
-    console.print(f"batch {batch_id} is {view['status']}")
+    if as_json:
+        print_json(view)
+    else:
+        out.print(summary_table(view))

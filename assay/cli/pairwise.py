@@ -12,7 +12,19 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from assay.cli.common import ApiKey, ApiUrl, api_client, console, fail, print_estimate, report_domain_error, request
+from assay.cli.common import (
+    EXIT_INCOMPLETE,
+    ApiKey,
+    ApiUrl,
+    api_client,
+    console,
+    fail,
+    out,
+    print_estimate,
+    print_json,
+    report_domain_error,
+    request,
+)
 
 
 def _rate(row: dict[str, Any]) -> str:
@@ -41,15 +53,20 @@ def _head_to_head_table(rows: list[dict[str, Any]], title: str, first: str) -> T
     return table
 
 
-def print_report(run: dict[str, Any]) -> None:
+def print_report(run: dict[str, Any], as_json: bool = False) -> None:
+    """The run's report on stdout (its JSON with ``as_json``); exit 1 when the run ended without one."""
     report = run["report"]
+    if as_json:
+        print_json(run)
     if report is None:
-        fail(f"pairwise run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a report", 1)
+        fail(f"pairwise run {run['id']} ended {run['status']} (batch {run['batch_status']}) without a report", EXIT_INCOMPLETE)
+    if as_json:
+        return
     pairs = report["pairs"]
-    console.print(f"{pairs['judged']} pair(s) judged in both orders, {pairs['incomplete']} incomplete")
-    console.print(_head_to_head_table(report["head_to_head"], "head to head", "b vs a"))
+    out.print(f"{pairs['judged']} pair(s) judged in both orders, {pairs['incomplete']} incomplete")
+    out.print(_head_to_head_table(report["head_to_head"], "head to head", "b vs a"))
     if report["slices"]:
-        console.print(_head_to_head_table(report["slices"]["values"], f"by {report['slices']['by']}", "slice"))
+        out.print(_head_to_head_table(report["slices"]["values"], f"by {report['slices']['by']}", "slice"))
     board = report["leaderboard"]
     if board:
         table = Table(title=f"leaderboard · {board['model']} · alpha {board['alpha']} · {board['resamples']} item resamples")
@@ -59,9 +76,9 @@ def print_report(run: dict[str, Any]) -> None:
             interval = f" [{s['low']:+.3f}, {s['high']:+.3f}]" if s["low"] is not None else ""
             ranks = f"{s['rank_best']}–{s['rank_worst']}" if s["rank_best"] is not None else "—"
             table.add_row(str(s["rank"]), escape(s["label"]), f"{s['strength']:+.3f}{interval}", ranks, str(s["pairs"]), f"{s['wins']:g}")
-        console.print(table)
+        out.print(table)
     for moved in report["moved_most"]:
-        console.print(f"  {escape(moved['external_id'])}: {escape(moved['winner'])} won ({escape(moved['b'])} vs {escape(moved['a'])})", highlight=False)
+        out.print(f"  {escape(moved['external_id'])}: {escape(moved['winner'])} won ({escape(moved['b'])} vs {escape(moved['a'])})", highlight=False)
 
 
 def pairwise(
@@ -78,6 +95,7 @@ def pairwise(
     db: Annotated[
         Optional[Path], typer.Option(help="Run embedded on this SQLite store (assay run's --db) instead of through the API.")
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run (its report once finished) as JSON on stdout.")] = False,
     api_url: ApiUrl = "http://127.0.0.1:8000",
     api_key: ApiKey = None,
 ) -> None:
@@ -91,38 +109,42 @@ def pairwise(
         "suite": suite, "batches": batches, "labels": label or None, "by": by, "budget_usd": budget, "lane": lane, "dry_run": dry_run,
     }
     if db is not None:
-        _embedded(body, db)
+        _embedded(body, db, as_json)
         return
     with api_client(api_url, api_key) as client:
-        out = request(client.post, "/api/v1/pairwise", json=body)
-        run = _started(out, budget)
+        started = request(client.post, "/api/v1/pairwise", json=body)
+        run = _started(started, budget, as_json)
         if run is None or not wait:
+            if as_json:
+                print_json(started)
             return
         while run["status"] == "running":
             time.sleep(1.0)
             run = request(client.get, f"/api/v1/pairwise/{run['id']}")
-        print_report(run)
+        print_report(run, as_json)
 
 
-def _started(out: dict[str, Any], budget: float | None) -> dict[str, Any] | None:
-    design = out["design"]
+def _started(started: dict[str, Any], budget: float | None, as_json: bool) -> dict[str, Any] | None:
+    """The plan and the estimate on stderr; the run's id first on stdout (not with --json)."""
+    design = started["design"]
     console.print(
-        f"suite {out['suite']} · pairwise criteria {out['criteria_hash'][:12]} · {design['pairs']} pair(s) over "
+        f"suite {started['suite']} · pairwise criteria {started['criteria_hash'][:12]} · {design['pairs']} pair(s) over "
         f"{design['items']} item(s) ({design['rule']})"
     )
-    for note in out["notes"]:
+    for note in started["notes"]:
         console.print(f"  {note}", highlight=False)
-    print_estimate(out["estimate"], budget)
-    run = out["run"]
+    print_estimate(started["estimate"], budget)
+    run = started["run"]
     if run is None:
         console.print("dry run: nothing was created")
         return None
     console.print(f"pairwise run [bold]{run['id']}[/bold] (batch {run['batch_id']})")
-    print(run["id"])
+    if not as_json:
+        print(run["id"], flush=True)
     return run
 
 
-def _embedded(body: dict[str, Any], db: Path) -> None:
+def _embedded(body: dict[str, Any], db: Path, as_json: bool) -> None:
     """Plan, judge and report the run in this process, on the SQLite store ``db``."""
     import uuid
 
@@ -150,26 +172,28 @@ def _embedded(body: dict[str, Any], db: Path) -> None:
             run, spend = svc.start(
                 session, plan, catalog, created_by=os.environ.get("USER", "cli"), lane=body["lane"], budget_usd=body["budget_usd"]
             )
-            out = {
+            started = {
                 "suite": plan.suite, "criteria_hash": plan.criteria_hash, "design": plan.design, "notes": plan.notes,
                 "estimate": spend.to_dict(), "run": None if body["dry_run"] else svc.run_view(session, run),
             }
             if body["dry_run"]:
-                raise svc.DryRun(out)
+                raise svc.DryRun(started)
             run_id, batch_id = run.id, run.batch_id
     except svc.DryRun as dry:
-        _started(dry.result, body["budget_usd"])
+        _started(dry.result, body["budget_usd"], as_json)
+        if as_json:
+            print_json(dry.result)
         return
     except AssayError as exc:
         report_domain_error(exc)
         raise typer.Exit(2) from None
-    _started(out, body["budget_usd"])
+    _started(started, body["budget_usd"], as_json)
     try:
         embedded.run_batch(
             batch_id, concurrency=8, on_progress=lambda view: None, stall_seconds=settings.embedded_stall_seconds,
             log_file=db.with_suffix(".log"),
         )
     except embedded.Stalled as exc:
-        fail(f"pairwise run {run_id} stopped: {exc} (the worker's log: {db.with_suffix('.log')})", code=1)
+        fail(f"pairwise run {run_id} stopped: {exc} (the worker's log: {db.with_suffix('.log')})", EXIT_INCOMPLETE)
     with transaction() as session:
-        print_report(svc.run_view(session, svc.get_run(session, run_id)))
+        print_report(svc.run_view(session, svc.get_run(session, run_id)), as_json)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from assay.cli.common import console, fail
+from assay.cli.common import console, fail, out, print_json
 
 
 def prune(
@@ -17,6 +17,7 @@ def prune(
     db: Annotated[
         Optional[Path], typer.Option(help="An embedded store (the SQLite file of `assay run`) instead of ASSAY_DATABASE_URL.")
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was (or would be) removed as JSON on stdout.")] = False,
 ) -> None:
     """Remove the score history the suites' `retention:` blocks let go: whole batches whose every item
     has a newer finished score, never a pending or running score, the latest one per item and kept
@@ -45,23 +46,38 @@ def prune(
     plans = retention.prune(suite, dry_run=dry_run, chunk_size=get_settings().prune_chunk_size)
     if not plans:
         console.print(f"suite {suite} has no retention policy" if suite else "no suite has a retention policy")
+        if as_json:
+            print_json({"dry_run": dry_run, "batches": [], "scores": 0, "components": 0})
+        return
+    batches = [(plan.suite, batch) for plan in plans for batch in plan.batches]
+    if dry_run:
+        scores = sum(b.scores for _, b in batches)
+        components = sum(b.components for _, b in batches)
+    else:
+        scores = sum(plan.removed_scores for plan in plans)
+        components = sum(plan.removed_components for plan in plans)
+    if as_json:
+        print_json({
+            "dry_run": dry_run,
+            "batches": [
+                {"suite": name, "batch_id": str(b.batch_id), "criteria_hash": b.criteria_hash,
+                 "created_at": b.created_at.isoformat(), "scores": b.scores, "components": b.components}
+                for name, b in batches
+            ],
+            "scores": scores,
+            "components": components,
+        })
         return
     table = Table(title="would be pruned (dry run)" if dry_run else "pruned")
     for column in ("suite", "batch", "criteria", "created", "scores", "components"):
         table.add_column(column, justify="right" if column in ("scores", "components") else "left")
-    for plan in plans:
-        for batch in plan.batches:
-            table.add_row(
-                plan.suite, str(batch.batch_id), batch.criteria_hash[:12], batch.created_at.strftime("%Y-%m-%d"),
-                str(batch.scores), str(batch.components),
-            )
-    console.print(table)
-    batches = sum(len(plan.batches) for plan in plans)
+    for name, batch in batches:
+        table.add_row(
+            name, str(batch.batch_id), batch.criteria_hash[:12], batch.created_at.strftime("%Y-%m-%d"),
+            str(batch.scores), str(batch.components),
+        )
+    out.print(table)
     if dry_run:
-        scores = sum(b.scores for plan in plans for b in plan.batches)
-        components = sum(b.components for plan in plans for b in plan.batches)
-        print(f"dry run: {batches} batch(es), {scores} score(s), {components} component(s) would be removed")
+        out.print(f"dry run: {len(batches)} batch(es), {scores} score(s), {components} component(s) would be removed", highlight=False)
     else:
-        scores = sum(plan.removed_scores for plan in plans)
-        components = sum(plan.removed_components for plan in plans)
-        print(f"pruned {batches} batch(es): {scores} score(s), {components} component(s) removed")
+        out.print(f"pruned {len(batches)} batch(es): {scores} score(s), {components} component(s) removed", highlight=False)

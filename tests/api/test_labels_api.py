@@ -271,6 +271,7 @@ def test_the_cli_pushes_labels_and_prints_the_agreement(scored, tmp_path, monkey
 
     client, _, items, criteria_hash = scored
     monkeypatch.setattr("assay.cli.stores.api_client", lambda api_url, api_key: client)
+    monkeypatch.setattr(client, "close", lambda: None)  # each command closes its client; this one is shared
     monkeypatch.setenv("ASSAY_API_URL", "http://testserver")  # through the API, not the embedded store
     runner = CliRunner()
     labels_file = tmp_path / "labels.csv"

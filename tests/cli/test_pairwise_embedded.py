@@ -53,8 +53,9 @@ def test_embedded_pairwise_ranks_four_systems_in_their_designed_order(tmp_path, 
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr + done.stdout
-    out = done.stderr
-    assert "30 pair(s) over 5 item(s) (all pairs)" in out
+    # The plan and the progress on stderr; the report on stdout.
+    assert "30 pair(s) over 5 item(s) (all pairs)" in done.stderr
+    out = done.stdout
     assert "30 pair(s) judged in both orders, 0 incomplete" in out
     assert fake_judge.calls()["total"] == 60
     board = out[out.index("leaderboard") :]

@@ -3,6 +3,8 @@ how a pruned batch answers."""
 
 from __future__ import annotations
 
+import json
+
 import uuid
 from datetime import timedelta
 
@@ -261,6 +263,9 @@ def test_the_prune_command_dry_run_then_prune(history):
     dry = CliRunner().invoke(cli, ["prune", "--suite", SUITE, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "dry run: 2 batch(es), 6 score(s), 6 component(s) would be removed" in dry.stdout
+    assert "would be pruned (dry run)" in dry.stdout  # the table too is on stdout
+    as_json = json.loads(CliRunner().invoke(cli, ["prune", "--suite", SUITE, "--dry-run", "--json"]).stdout)
+    assert as_json["dry_run"] is True and as_json["scores"] == 6 and len(as_json["batches"]) == 2
     assert batch_scores(history["first"]) == 3
     done = CliRunner().invoke(cli, ["prune"])
     assert done.exit_code == 0, done.output
