@@ -5,6 +5,7 @@ times that differ between two stores are masked."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys

@@ -3,6 +3,7 @@ config/models.yaml when the suite is validated; existing Anthropic suites hash a
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
