@@ -137,6 +137,7 @@ def measure(run: Run, args: argparse.Namespace) -> dict:
         fake.stop()
     figures = report(run, calls, args.limit)
     figures["completed"] = view["progress"]["completed"]
+    figures["load_average"] = round(os.getloadavg()[0], 1)  # a starved pipeline cannot fill the limit
     if args.calls_dir:
         target = Path(args.calls_dir) / f"{run.fake}-{run.stated}-{run.limit_on}.json"
         target.write_text(json.dumps([{k: c[k] for k in ("at", "status", "limit_tokens") if k in c} for c in calls]))
@@ -161,7 +162,7 @@ def main() -> None:
     print(f"{args.items} judge-only items, {args.judge_workers} judge workers x {args.concurrency} calls in flight, "
           f"latency {args.latency * 1000:.0f} ms, limit {args.limit:,} {args.limit_on} a minute (1 s of burst)")
     print(f"{'fake':10} {'models.yaml':12} {'share of limit':>14} {'429':>7} {'first 10 s':>11} {'429':>7} "
-          f"{'after 10 s':>11} {'429':>7} {'calls':>6} {'seconds':>8}")
+          f"{'after 10 s':>11} {'429':>7} {'calls':>6} {'seconds':>8} {'load':>5}")
     for fake in fakes:
         for how in stated:
             figures = measure(Run(fake, how, args.limit_on), args)
@@ -169,7 +170,7 @@ def main() -> None:
             print(f"{fake:10} {label:12} {figures['share_of_limit']:14.1%} {figures['answered_429']:7.1%} "
                   f"{figures['first_10s_share']:11.1%} {figures['first_10s_429']:7.1%} "
                   f"{figures['after_10s_share']:11.1%} {figures['after_10s_429']:7.1%} {figures['calls']:6} "
-                  f"{figures['seconds']:8.1f}", flush=True)
+                  f"{figures['seconds']:8.1f} {figures['load_average']:5.1f}", flush=True)
             if args.json:
                 with open(args.json, "a") as handle:
                     handle.write(json.dumps({**figures, "date": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")

@@ -47,6 +47,8 @@ class Cost:
 
 
 class Pacer(Protocol):
+    tolerance: float  # seconds of a limit admitted at once
+
     def admit(self, route: str, costs: Sequence[Cost], *, online: bool) -> float:
         """Take every cost and return 0.0, or take nothing and return the seconds to wait."""
 

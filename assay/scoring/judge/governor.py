@@ -244,6 +244,10 @@ class _PacedGovernor:
         ]
         if not costs:
             return 0.0
+        if requests > 1 and any(c.amount * c.interval > self._pacer.tolerance for c in costs):
+            # A group that would be a burst by itself is not admitted whole (the route being idle admits
+            # one call larger than the tolerance, not a group's): its calls ask one by one.
+            return max(min(c.interval for c in costs), MIN_WAIT_SECONDS)
         wait = self._pacer.admit(model, costs, online=online)
         return max(wait, MIN_WAIT_SECONDS) if wait > 0 else 0.0
 

@@ -148,10 +148,12 @@ def test_a_lower_limit_in_the_headers_replaces_the_configured_one(make_governor,
     assert admitted_at_once(governor, asks=10) == 10  # 100 a second: 50 at once
     governor.observe_headers(MODEL, headers)
     # 6 a minute, 10 s a call: one more once the 10 taken (0.1 s of the old pace) are past, then 10 s.
-    wait = governor.acquire(MODEL, 10)
-    assert wait <= 0.1
-    time.sleep(wait)
-    assert governor.acquire(MODEL, 10) == 0.0
+    waited = 0.0
+    while (wait := governor.acquire(MODEL, 10)) > 0:
+        assert wait <= 0.1
+        time.sleep(wait)
+        waited += wait
+    assert waited <= 0.3
     assert 9 < governor.acquire(MODEL, 10) <= 10
 
 

@@ -70,31 +70,42 @@ def test_a_closed_breaker_and_the_governor_are_asked_once_per_model_for_the_whol
 
 
 def test_the_group_takes_its_requests_and_tokens_from_the_governor_at_once(make_governor):
-    # 5 a minute: 12 s a request, so the group's four are 48 s of the route (taken at once, as it was idle).
-    governor = make_governor({MODEL: RateLimits(requests_per_minute=5, input_tokens_per_minute=1_000_000)})
+    # 600 a minute: 0.1 s a request, so the group's four are 0.4 s of the route, within the 0.5 s tolerance.
+    governor = make_governor({MODEL: RateLimits(requests_per_minute=600, input_tokens_per_minute=1_000_000)})
     breaker = Counting(type("Closed", (), {"before_group": lambda self, m: True})())
     gate = GroupGate(breaker, governor, {MODEL: 4})
     gate.before_call(MODEL)
     assert gate.acquire(MODEL, 100) == 0.0
     assert governor.acquire(MODEL, 100, 0) == 0.0  # tokens alone are free
-    assert governor.acquire(MODEL, 100, 2) > 0  # requests are not
+    assert governor.acquire(MODEL, 100, 2) > 0  # two more requests would be 0.6 s ahead
 
-    # A second group does not fit, so its calls ask one by one, and wait for the first group's pace.
+    # A second group does not fit, so its calls ask one by one: one fits the tolerance, the next waits.
     second = GroupGate(breaker, governor, {MODEL: 2})
     second.before_call(MODEL)
-    assert 47 < second.acquire(MODEL, 100) <= 48.1
+    assert second.acquire(MODEL, 100) == 0.0
+    assert second.acquire(MODEL, 100) > 0
 
 
-def test_a_longer_prompt_takes_the_tokens_it_needs_beyond_the_groups_estimate(make_governor):
-    # 30,000 tokens a minute: 2 ms a token, 0.5 s (250 tokens) at once.
-    governor = make_governor({MODEL: RateLimits(requests_per_minute=10_000, input_tokens_per_minute=30_000)})
-    gate = GroupGate(Counting(type("Closed", (), {"before_group": lambda self, m: True})()), governor, {MODEL: 3})
+def test_a_group_that_would_be_a_burst_by_itself_asks_call_by_call(make_breaker, make_governor):
+    # 12 a minute: 5 s a request. Four at once would be 20 s of the route: not even an idle route takes them.
+    governor = make_governor({MODEL: RateLimits(requests_per_minute=12, input_tokens_per_minute=1_000_000)})
+    gate = GroupGate(make_breaker(), governor, {MODEL: 4})
     gate.before_call(MODEL)
-    assert gate.acquire(MODEL, 100) == 0.0  # the group takes 3 x 100 tokens: 0.6 s, admitted as the route is idle
+    assert gate.acquire(MODEL, 100) == 0.0  # the first call alone (the route is idle)
     gate.before_call(MODEL)
-    assert gate.acquire(MODEL, 250) > 0  # 50 beyond the 200 left of the group's: the route is 0.6 s ahead
+    assert 4.5 < gate.acquire(MODEL, 100) <= 5.0  # the next one waits its turn
+
+
+def test_a_longer_prompt_takes_the_tokens_it_needs_beyond_the_groups_estimate(make_breaker, make_governor):
+    # 60,000 tokens a minute: 1 ms a token, 0.5 s (500 tokens) at once.
+    governor = make_governor({MODEL: RateLimits(requests_per_minute=10_000, input_tokens_per_minute=60_000)})
+    gate = GroupGate(make_breaker(), governor, {MODEL: 3})
+    gate.before_call(MODEL)
+    assert gate.acquire(MODEL, 100) == 0.0  # the group takes 3 x 100 tokens: 0.3 s of the route
+    gate.before_call(MODEL)
+    assert gate.acquire(MODEL, 600) > 0  # 400 beyond the 200 left of the group's would be 0.7 s ahead
     assert gate.acquire(MODEL, 100) == 0.0  # within the group's estimate: no wait
-    assert governor.acquire(MODEL, 10, 0) > 0
+    assert governor.acquire(MODEL, 400, 0) > 0
 
 
 def test_a_half_open_breaker_lets_exactly_one_call_of_a_group_through(make_breaker, make_governor):
