@@ -54,14 +54,8 @@ from assay.scoring.kinds import get_kind
 from assay.scoring.pipeline.components import cache_read_ratio
 from assay.scoring.pipeline.scorer import judge_inputs_for, render_judge_prompt
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
-from assay.scoring.suites.loader import (
-    ModelCatalog,
-    ModelPrice,
-    Suite,
-    load_model_catalog,
-    load_suite,
-    parse_suite,
-)
+from assay.scoring.suites.catalog import ModelCatalog, ModelPrice
+from assay.scoring.suites.loader import Suite, load_model_catalog, load_suite, parse_suite
 from bench import harness
 from tests.fakes.anthropic_server import CHARS_PER_TOKEN, FakeAnthropic
 

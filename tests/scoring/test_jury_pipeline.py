@@ -211,6 +211,7 @@ def test_on_the_batch_lane_each_member_waits_for_its_own_provider_batch(jury):
     from sqlalchemy import update
 
     from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
+    from assay.scoring.judge.providers.registry import build_batch_apis
     from assay.scoring.rescoring import batch_lane
     from assay.scoring.suites.loader import load_model_catalog
 
@@ -223,5 +224,8 @@ def test_on_the_batch_lane_each_member_waits_for_its_own_provider_batch(jury):
     assert {r.reason for r in found.values() if r.component == "correct"} == {DERIVED_WAITING}
     with transaction() as s:
         assert sorted(batch_lane.waiting_groups(s)) == sorted((batch_id, m) for m in MEMBERS)
-        prepared = batch_lane.prepare(s, batch_id, "correct@opus", load_model_catalog(get_settings().config_dir), batch_lane.Limits(100, 10**9))
+        catalog = load_model_catalog(get_settings().config_dir)
+        # Batch APIs that are never called here (prepare only encodes requests): an address nothing listens on.
+        apis = build_batch_apis(catalog, anthropic_key="test", anthropic_base_url="http://127.0.0.1:9", env={})
+        prepared = batch_lane.prepare(s, batch_id, "correct@opus", catalog, apis, batch_lane.Limits(100, 10**9))
     assert len(prepared.requests) == 2 and {r["params"]["model"] for r in prepared.requests} == {"claude-opus-5-5"}

@@ -65,7 +65,10 @@ def run_batch(api_client, items: list[dict[str, Any]], suite: str) -> tuple[dict
 
 
 def stable(result: dict) -> dict:
-    return {k: v for k, v in result.items() if k not in VOLATILE}
+    kept = {k: v for k, v in result.items() if k not in VOLATILE}
+    if "components" in kept:  # a component's cost depends on whether its prompt prefix was cached yet
+        kept["components"] = {name: stable(c) for name, c in kept["components"].items()}
+    return kept
 
 
 def keys_anywhere(value: Any) -> set[str]:
