@@ -120,7 +120,9 @@ from assay.dev.fake_answers import (
     max_in_range_answer,
     out_of_range_answer,
     pairwise_answer,
+    reconfigure,
     schema_answer,
+    script_behaviours,
 )
 from assay.dev.loopback import SERVER_DEFAULTS, LoopbackServer
 from assay.dev.ratelimit import (
@@ -605,21 +607,10 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         return script_batch_outcomes(state, await request.json())
 
     async def script(request: Request) -> Response:
-        payload = await request.json()
-        try:
-            behaviours = [Behaviour.model_validate(b) for b in payload.get("behaviours", [])]
-        except ValidationError as exc:
-            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
-        state.script.extend(behaviours)
-        return JSONResponse({"queued": sum(b.times for b in state.script)})
+        return script_behaviours(state, await request.json(), Behaviour)
 
     async def configure(request: Request) -> Response:
-        try:
-            state.config = FakeConfig.model_validate({**state.config.model_dump(), **await request.json()})
-        except ValidationError as exc:
-            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
-        state.reconfigured()
-        return JSONResponse(state.config.model_dump())
+        return reconfigure(state, await request.json(), FakeConfig)
 
     async def calls(request: Request) -> Response:
         state.settle_batches(time.time())

@@ -11,7 +11,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.responses import JSONResponse
 
 INJECTION_MARKER = "IGNORE PREVIOUS INSTRUCTIONS"
 # API version 2026-10-21 (the one SDK 2.x sends) removed sampling parameters: the real API answers 400.
@@ -466,3 +467,23 @@ def _invalid_params(body: Any, *, legacy_api: bool) -> str | None:
     if not isinstance(msgs, list) or not msgs or not body.get("model") or not body.get("max_tokens"):
         return "model, max_tokens and messages are required"
     return None
+
+
+def script_behaviours(state: Any, payload: Any, model: type[Behaviour]) -> JSONResponse:
+    """``POST /_fake/script`` (this fake's and the OpenAI fake's): queue the behaviours, say how many."""
+    try:
+        behaviours = [model.model_validate(b) for b in payload.get("behaviours", [])]
+    except ValidationError as exc:
+        return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+    state.script.extend(behaviours)
+    return JSONResponse({"queued": sum(b.times for b in state.script)})
+
+
+def reconfigure(state: Any, payload: Any, model: type[FakeConfig]) -> JSONResponse:
+    """``POST /_fake/config`` (both fakes): the given settings over the current ones."""
+    try:
+        state.config = model.model_validate({**state.config.model_dump(), **payload})
+    except ValidationError as exc:
+        return JSONResponse({"error": exc.errors(include_url=False)}, 422)
+    state.reconfigured()
+    return JSONResponse(state.config.model_dump())

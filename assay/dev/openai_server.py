@@ -33,7 +33,7 @@ import json
 import time
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -50,7 +50,9 @@ from assay.dev.anthropic_server import (
     _answer,
     _item_key,
     _tokens,
+    reconfigure,
     script_batch_outcomes,
+    script_behaviours,
 )
 from assay.dev.loopback import SERVER_DEFAULTS, LoopbackServer
 from assay.dev.openai_batches import BatchAPI
@@ -252,20 +254,10 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
         return JSONResponse(state.completion(body, item_key, behaviour.kind), headers=headers)
 
     async def script(request: Request) -> Response:
-        try:
-            behaviours = [OpenAIBehaviour.model_validate(b) for b in (await request.json()).get("behaviours", [])]
-        except ValidationError as exc:
-            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
-        state.script.extend(behaviours)
-        return JSONResponse({"queued": sum(b.times for b in state.script)})
+        return script_behaviours(state, await request.json(), OpenAIBehaviour)
 
     async def configure(request: Request) -> Response:
-        try:
-            state.config = FakeOpenAIConfig.model_validate({**state.config.model_dump(), **await request.json()})
-        except ValidationError as exc:
-            return JSONResponse({"error": exc.errors(include_url=False)}, 422)
-        state.reconfigured()
-        return JSONResponse(state.config.model_dump())
+        return reconfigure(state, await request.json(), FakeOpenAIConfig)
 
     async def calls(request: Request) -> Response:
         batches.settle_all()

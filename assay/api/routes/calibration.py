@@ -14,12 +14,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
+from assay.api.params import SuiteName
 from assay.api.publish import start_planner
 from assay.api.schemas import BY_PROVIDER, ProviderEstimateOut
 from assay.scoring.store.db import transaction
@@ -29,9 +30,6 @@ from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/suites", tags=["calibration"], route_class=StrictJsonRoute)
 
-SuiteName = Annotated[
-    str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$", description="The suite's name")
-]
 CriteriaHash = Annotated[
     str | None,
     Query(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$", description="Only this criteria hash"),

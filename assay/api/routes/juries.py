@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.api.routes.labels import SuiteName
+from assay.api.params import CriteriaHashFilter, SuiteName
 from assay.scoring.store.db import transaction
 from assay.scoring.trust.jury_agreement import suite_jury_agreement
 
@@ -29,10 +29,7 @@ people (`with_people`, the statistics of `GET /api/v1/suites/{name}/agreement`).
 def jury_agreement(
     name: SuiteName,
     _: Annotated[Principal, Depends(require_principal)],
-    criteria_hash: Annotated[
-        str | None,
-        Query(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$", description="Only this criteria hash."),
-    ] = None,
+    criteria_hash: CriteriaHashFilter = None,
 ) -> dict[str, Any]:
     with transaction() as session:
         return suite_jury_agreement(session, name, criteria_hash)

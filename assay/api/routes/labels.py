@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from assay.api.auth import Principal, require_principal
 from assay.api.content_type import UnsupportedMediaType, require_content_type
 from assay.api.json_body import StrictJsonRoute
+from assay.api.params import CriteriaHashFilter, SuiteName
 from assay.scoring import slices as slicing
 from assay.scoring.store.db import transaction
 from assay.scoring.trust import agreement, labels
@@ -18,9 +19,6 @@ from assay.settings import get_settings
 
 router = APIRouter(prefix="/api/v1/suites", tags=["labels"], route_class=StrictJsonRoute)
 
-SuiteName = Annotated[
-    str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$", description="The suite's name")
-]
 CSV_TYPE = "text/csv"
 JSONL_TYPE = "application/x-ndjson"
 
@@ -115,10 +113,7 @@ async def upload_labels(
 def suite_agreement(
     name: SuiteName,
     _: Annotated[Principal, Depends(require_principal)],
-    criteria_hash: Annotated[
-        str | None,
-        Query(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$", description="Only this criteria hash."),
-    ] = None,
+    criteria_hash: CriteriaHashFilter = None,
     limit: Annotated[int, Query(ge=0, le=1000, description="Ties and disagreeing items listed per hash.")] = 100,
     by: Annotated[
         str | None, Query(max_length=120, description="metadata.KEY: also report each slice of the labelled items")

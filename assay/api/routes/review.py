@@ -6,13 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import selectinload
 
 from assay.api.auth import Principal, require_principal
 from assay.api.json_body import StrictJsonRoute
-from assay.api.params import Offset
+from assay.api.params import Offset, SuiteName
 from assay.scoring.errors import NotFound
 from assay.scoring.reports.views import score_view
 from assay.scoring.store.db import transaction
@@ -22,9 +22,6 @@ from assay.scoring.trust import review as svc
 
 router = APIRouter(tags=["review"], route_class=StrictJsonRoute)
 
-SuiteName = Annotated[
-    str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$", description="The suite's name")
-]
 
 QUEUE_DOC = """Entries of the suite's review queue with `status` (open by default), oldest first. A finalized
 (completed) machine score enters when it matches one of the suite's review rules (`review:` in the suite:

@@ -16,6 +16,7 @@ from assay.api.body_limit import body_limit
 from assay.api.content_type import require_content_type
 from assay.api.errors import ProblemText
 from assay.api.json_body import StrictJsonRoute, is_json
+from assay.api.params import SuiteName
 from assay.scoring.store.db import transaction
 from assay.scoring.suites import api_suites as svc
 from assay.scoring.suites import history
@@ -25,9 +26,6 @@ router = APIRouter(prefix="/api/v1/suites", tags=["suites"], route_class=StrictJ
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 BODY_TYPES = (*YAML_TYPES, "application/json")
-SuiteName = Annotated[
-    str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$", description="The suite's name")
-]
 
 BODY_DOC = """The body is a suite exactly as a suite file in `config/suites/` would hold it: **YAML**
 (`Content-Type: application/yaml`, `text/yaml`, `application/x-yaml` or `text/x-yaml`; a body without a
