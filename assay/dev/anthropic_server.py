@@ -80,7 +80,7 @@ import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import httpx
 import uvicorn
@@ -741,16 +741,16 @@ class FakeControl:
         self._http.close()
 
 
-class FakeAnthropic(FakeControl):
-    """The fake served by uvicorn in a background thread on 127.0.0.1; a context manager."""
+class ServedFake(FakeControl):
+    """A fake app served by uvicorn in a background thread on 127.0.0.1, with its control client;
+    a context manager (both providers' fakes)."""
 
-    def __init__(self, *, latency: float = 0.0, port: int = 0, **config: Any) -> None:
-        app = create_app(FakeConfig(latency=latency, **config))
-        self._loopback = LoopbackServer(app, name="fake-anthropic", port=port, **_SERVER_OPTIONS)
+    def __init__(self, app: Starlette, name: str, port: int) -> None:
+        self._loopback = LoopbackServer(app, name=name, port=port, **_SERVER_OPTIONS)
         self.port = self._loopback.port
         super().__init__(self._loopback.base_url)
 
-    def start(self) -> FakeAnthropic:
+    def start(self) -> Self:
         self._loopback.start()
         return self
 
@@ -758,11 +758,18 @@ class FakeAnthropic(FakeControl):
         self._loopback.stop()
         self.close()
 
-    def __enter__(self) -> FakeAnthropic:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class FakeAnthropic(ServedFake):
+    """The fake served by uvicorn in a background thread on 127.0.0.1; a context manager."""
+
+    def __init__(self, *, latency: float = 0.0, port: int = 0, **config: Any) -> None:
+        super().__init__(create_app(FakeConfig(latency=latency, **config)), "fake-anthropic", port)
 
 
 # Many concurrent clients (benchmarks run 64 at once), kept alive between calls.

@@ -45,8 +45,8 @@ from assay.dev.anthropic_server import (
     CHARS_PER_TOKEN,
     Behaviour,
     FakeConfig,
-    FakeControl,
     FakeState,
+    ServedFake,
     _answer,
     _item_key,
     _tokens,
@@ -54,7 +54,7 @@ from assay.dev.anthropic_server import (
     script_batch_outcomes,
     script_behaviours,
 )
-from assay.dev.loopback import SERVER_DEFAULTS, LoopbackServer
+from assay.dev.loopback import SERVER_DEFAULTS
 from assay.dev.openai_batches import BatchAPI
 from assay.dev.ratelimit import (
     Costs,
@@ -284,30 +284,13 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
     )
 
 
-class FakeOpenAI(FakeControl):
+class FakeOpenAI(ServedFake):
     """The fake served by uvicorn in a background thread on 127.0.0.1; a context manager. Its SDK
     base URL is ``api_base`` (``.../v1``)."""
 
     def __init__(self, *, latency: float = 0.0, port: int = 0, **config: Any) -> None:
-        app = create_app(FakeOpenAIConfig(latency=latency, **config))
-        self._loopback = LoopbackServer(app, name="fake-openai", port=port, **_SERVER_OPTIONS)
-        self.port = self._loopback.port
-        super().__init__(self._loopback.base_url)
+        super().__init__(create_app(FakeOpenAIConfig(latency=latency, **config)), "fake-openai", port)
         self.api_base = f"{self.base_url}/v1"
-
-    def start(self) -> FakeOpenAI:
-        self._loopback.start()
-        return self
-
-    def stop(self) -> None:
-        self._loopback.stop()
-        self.close()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main() -> None:
