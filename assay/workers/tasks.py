@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, wait
+from datetime import datetime
 from typing import Any
 
 import kombu.exceptions
@@ -132,6 +133,16 @@ def queue_depths() -> dict[str, int] | None:
     return depths
 
 
+def _broker_holds_since() -> datetime | None:
+    """The broker's identity, recorded in the store: when it started holding the messages sent to it
+    (None: it holds them all, or cannot be read; see :func:`broker_holds_since`)."""
+    identity = broker_identity()
+    if identity is None:
+        return None
+    with transaction() as session:
+        return broker_holds_since(session, identity.name, identity.created_at)
+
+
 @_broker_retry
 def _plan_later(batch_id: str, countdown: float | None = None) -> None:
     plan_batch.apply_async(args=(batch_id,), countdown=countdown)
@@ -142,8 +153,10 @@ def plan_batch(self, batch_id: str, chunks_per_run: int = 20) -> None:
     """Enqueue a batch's components in chunks, pausing while the queues are deep (backpressure) or
     cannot be read; its publishes ride out a broker outage."""
     settings = get_settings()
-    # Before stamping anything: what this run publishes to a new broker is then known to be there.
-    broker_identity()
+    # Before stamping anything: what this run publishes to a new broker is then known to be there. The
+    # store records the broker now, not at the reconciler's first pass: a broker that loses its
+    # messages before that pass must not be taken for the first one, which holds everything.
+    _broker_holds_since()
     for _ in range(chunks_per_run):
         depths = queue_depths()
         if depths is None or max(depths[Queue.METRICS], depths[Queue.JUDGE]) > settings.max_queue_depth:
@@ -324,10 +337,9 @@ def reconcile(self) -> dict[str, int]:
     """Re-enqueue what lost messages left behind, complete batches a dead worker left running; also
     registers the suites' current criteria."""
     settings = get_settings()
-    identity = broker_identity()
+    lost_before = _broker_holds_since()
     with transaction() as session:
         register_all_suites(session, settings.config_dir)
-        lost_before = broker_holds_since(session, identity.name, identity.created_at) if identity else None
     depths = queue_depths()
     # A pending component whose message still waits in a backlogged queue is not lost: re-sending it
     # would only lengthen the queue (and make more look lost). Lost ones are found once it drains.

@@ -759,12 +759,7 @@ def test_killed_judge_workers_claims_resume_within_about_a_lease(
     )
 
 
-# Known open bug (2026-11-28): on a quiet machine the re-send after a Redis restart comes at the
-# stale rule (requeue_after + a reconcile pass, ~146 s) in 3 of 4 runs, not at the reconciler's next
-# pass as documented; it passed under load. Out of the default run until that is found: the
-# restarted-empty recovery with nothing lost or judged twice stays covered there by
-# test_redis_restarted_empty_mid_batch.
-@pytest.mark.parametrize("run", [pytest.param(*p.values, id=p.id, marks=[*p.marks, pytest.mark.slow]) for p in RECOVERIES])
+@pytest.mark.parametrize("run", RECOVERIES)
 def test_redis_restarted_empty_with_the_default_settings(
     run: Recovery, clean_db: None, fake_judge: Any, procs: Processes, private_redis: RedisServer
 ) -> None:

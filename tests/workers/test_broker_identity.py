@@ -95,6 +95,23 @@ def test_a_new_broker_keeps_what_the_planner_sent_it_and_gets_what_the_old_one_h
     assert tasks.reconcile()["requeued"] == sent_to_old
 
 
+def test_a_broker_restarted_empty_before_the_reconcilers_first_pass_gets_what_the_old_one_had(
+    new_store_and_broker, monkeypatch
+):
+    """The planner met the first broker, and it lost its messages before the reconciler ever ran: the
+    reconciler's first pass must not take the new broker for the first one (which holds everything)."""
+    monkeypatch.setattr(get_settings(), "plan_chunk_size", 5)
+    batch_id, _ = make_batch(ITEMS)
+    _plan(batch_id, chunks=2)
+    sent_to_old = _pending()
+    assert 0 < sent_to_old
+    _empty_the_broker()
+    _plan(batch_id)
+    assert _pending() > sent_to_old
+    assert tasks.reconcile()["requeued"] == sent_to_old
+    assert tasks.reconcile()["requeued"] == 0
+
+
 def test_an_identity_from_before_identities_is_the_first_broker(new_store_and_broker):
     """An upgraded deployment's broker still holds the old marker ("1"): it lost nothing."""
     settings = get_settings()
