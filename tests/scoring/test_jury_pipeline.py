@@ -1,11 +1,14 @@
 """A jury through the pipeline on the real store: its members are planned and published like any judge
 component while the jury waits unpublished; it lands with the aggregate in the transaction of its last
 member; a re-score that changes only the quorum carries every member over and re-aggregates at no
-cost; a retried score re-judges only the member that failed, the jury waiting for it again."""
+cost; a retried score re-judges only the member that failed, the jury waiting for it again. Members
+landing at the same moment in separate transactions land their jury exactly once."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import select
@@ -13,11 +16,12 @@ from sqlalchemy import select
 from assay.scoring import features  # noqa: F401  (registers the jury hook, as every landing process does)
 from assay.scoring.intake import batches
 from assay.scoring.metrics.registry import ComponentResult
+from assay.scoring.pipeline import hooks
 from assay.scoring.pipeline.claims import claim
 from assay.scoring.pipeline.components import ComponentRef
-from assay.scoring.pipeline.landing import land
+from assay.scoring.pipeline.landing import Landing, land, land_many
 from assay.scoring.pipeline.planning import DERIVED_WAITING
-from assay.scoring.store.db import transaction
+from assay.scoring.store.db import get_engine, transaction
 from assay.scoring.store.models import Batch, Item, Score, ScoreComponent
 from assay.scoring.suites.criteria import register_suite
 from assay.scoring.suites.loader import parse_suite
@@ -229,3 +233,59 @@ def test_on_the_batch_lane_each_member_waits_for_its_own_provider_batch(jury):
         apis = build_batch_apis(catalog, anthropic_key="test", anthropic_base_url="http://127.0.0.1:9", env={})
         prepared = batch_lane.prepare(s, batch_id, "correct@opus", catalog, apis, batch_lane.Limits(100, 10**9))
     assert len(prepared.requests) == 2 and {r["params"]["model"] for r in prepared.requests} == {"claude-opus-5-5"}
+
+
+@pytest.mark.parametrize("scores_per_landing", [1, 5], ids=["one_at_a_time", "grouped"])
+def test_members_landing_at_the_same_moment_land_their_jury_exactly_once(jury, monkeypatch, scores_per_landing):
+    """Each score's three members and its metric land at once, from four threads, each in its own
+    transaction on its own connection (a barrier starts them together), over 50 scores: every jury
+    lands once, with the majority of all three members, and every score is finalized once. Without
+    the lock on the score before the jury hook decides, landings that overlap each see the others'
+    members as not landed yet and none lands the jury. ``grouped``: each transaction lands its
+    component of five scores, as a worker landing a set of results does (the locking-read path)."""
+    n = 50
+    batch_id = make_batch(jury, n=n)
+    refs = plan_all(batch_id)
+    with transaction() as s:
+        for ref in refs:
+            assert claim(s, ref, "w", 60).state == "claimed"
+    finalized: list[uuid.UUID] = []
+    monkeypatch.setattr(hooks, "_scores_finalized", [*hooks._scores_finalized, lambda _s, done: finalized.extend(f.score_id for f in done)])
+
+    components = ("exact", *MEMBERS)
+    by_score: dict[uuid.UUID, dict[str, ComponentRef]] = {}
+    for ref in refs:
+        by_score.setdefault(ref.score_id, {})[ref.component] = ref
+    score_ids = sorted(by_score)
+    rounds = [score_ids[i : i + scores_per_landing] for i in range(0, n, scores_per_landing)]
+    assert get_engine().pool.size() >= len(components)  # one connection per thread: they really overlap
+    barrier = threading.Barrier(len(components), timeout=60)
+
+    def land_component(component: str) -> int:
+        landed = 0
+        try:
+            for group in rounds:
+                with transaction() as s:
+                    s.connection()  # the transaction has begun on its own connection before the start
+                    barrier.wait()
+                    landed += len(land_many(s, [Landing(by_score[i][component], verdict(by_score[i][component])) for i in group]))
+        except BaseException:
+            barrier.abort()  # the other threads stop at once rather than wait for this one
+            raise
+        return landed
+
+    with ThreadPoolExecutor(len(components)) as pool:
+        landed = list(pool.map(land_component, components))
+    assert landed == [n] * len(components)
+
+    found = rows(batch_id)
+    for score in score_rows(batch_id):
+        jury_row = found[(score.id, "correct")]
+        assert jury_row.status == "ok" and jury_row.score == 1.0 and jury_row.landed_at is not None
+        assert jury_row.details["jury"]["votes"] == {"true": 2.0, "false": 1.0} and jury_row.details["jury"]["answered"] == 3
+        # Counted once: a second landing of the jury would count past the total and never finalize.
+        assert score.components_landed == score.components_total == 5
+        assert score.status == "completed" and score.passed and score.total == pytest.approx(1.0)
+    assert sorted(finalized) == score_ids  # each score finalized once
+    with transaction() as s:
+        assert s.get(Batch, batch_id).status == "completed"
