@@ -16,6 +16,7 @@ from assay.scoring.intake import batches as svc
 from assay.scoring.store.filters import machine_scores
 from assay.scoring.store.models import Batch, CriteriaDefinition, Item, Label, Score, ScoreComponent, SuiteRecord
 from assay.scoring.suites.criteria import load_criteria
+from assay.scoring.suites.jury import SEPARATOR
 from assay.scoring.suites.loader import Criteria
 
 SESSION_KIND = "alert_session"
@@ -249,6 +250,27 @@ def judge_views(score: Score, judge_components: list[str] | None = None) -> list
     else:
         chosen = [by_name[name] for name in judge_components if name in by_name]
     return [_judge_view(c) for c in chosen]
+
+
+def breakdown_rows(components: dict[str, dict[str, Any]], judges: list[JudgeView]) -> list[dict[str, Any]]:
+    """A score's component rows (``score_view``'s) for its breakdown table, each jury's members
+    (``jury@member``, as the API names them) right under it with ``member_of`` set; with each judge
+    row's ``verdict`` (its answer, as its panel shows it)."""
+    answers = {j.component: j.answer for j in judges}
+
+    def jury_of(name: str) -> str | None:
+        jury, separator, _ = name.partition(SEPARATOR)
+        return jury if separator and jury in components else None
+
+    members: dict[str, list[str]] = defaultdict(list)
+    for name in components:
+        if (jury := jury_of(name)) is not None:
+            members[jury].append(name)
+    return [
+        {**components[row], "name": row, "member_of": jury, "verdict": answers.get(row)}
+        for name in components if jury_of(name) is None
+        for row, jury in ((name, None), *((m, name) for m in members[name]))
+    ]
 
 
 def judge_component_names(session: Session, criteria_hash: str) -> list[str] | None:

@@ -304,13 +304,19 @@ def batch_page(
         }
         for i, n in enumerate(hist)
     ]
+
+    def stats(row: str) -> dict[str, Any]:
+        return summary.get("components", {}).get(row) or {"ok": 0, "failed": 0, "skipped": 0, "mean": None, "median": None}
+
     components = [
         {
             "name": name,
             "weight": spec.weight,
             "judge": spec.is_judge,
             "min_score": spec.min_score,
-            **(summary.get("components", {}).get(name) or {"ok": 0, "failed": 0, "skipped": 0, "mean": None, "median": None}),
+            **stats(name),
+            # A jury's members, each with its share of the jury's weight (the total reads the jury alone).
+            "members": [{"name": row, "weight": criteria.row_weight(row), **stats(row)} for row in criteria.members_of(name)],
         }
         for name, spec in criteria.components.items()
     ]
@@ -356,6 +362,7 @@ def _score_cards(session: Any, scores: list[Score], kind: str) -> list[dict[str,
             threshold, judges = None, None
         view = score_view(s, threshold=threshold, current_hash=current.get(s.suite_name))
         view["judges"] = q.judge_views(s, judges)
+        view["breakdown_rows"] = q.breakdown_rows(view["components"], view["judges"])
         view["missing_tools"] = [t for judge in view["judges"] for t in judge.missing_tools]
         view["approaches"] = [a for judge in view["judges"] for a in judge.approaches]
         view["score100"] = q.score100(s.total) if s.status == "completed" else None
