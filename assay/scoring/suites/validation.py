@@ -236,7 +236,7 @@ def _check_parts(raw: dict[str, Any], config_dir: Path, files: Path | None) -> l
             break
         try:
             resolved, _ = loader._resolve_component(name, comp, kind.name, catalog, files)
-            if isinstance(resolved.judge, loader.RubricJudge):
+            if isinstance(resolved.judge, (loader.RubricJudge, loader.JuryJudge)):  # a jury's members share one
                 templates.append((f"components.{name}.judge", resolved.judge.template))
         except CriteriaError as exc:
             problems.extend(
@@ -301,9 +301,11 @@ def _weight_problem(weights: dict[str, float]) -> list[Problem]:
 
 
 def _templates(suite: loader.Suite) -> Iterator[tuple[str, str]]:
-    """(component, template) of every judge component."""
+    """(component, template) of every judge component; a jury's is the one its members share (a jury
+    makes no judge call of its own: ``judge_for`` has none for it)."""
     for name in suite.criteria.judge_components:
-        yield name, suite.criteria.judge_for(name).template
+        jury = suite.criteria.components[name].jury
+        yield name, jury.template if jury is not None else suite.criteria.judge_for(name).template
 
 
 def _placeholder_problems(kind: Kind, fields: dict[str, str] | None, templates: list[tuple[str, str]]) -> list[Problem]:
