@@ -155,7 +155,7 @@ def test_only_the_owner_or_an_operator_changes_an_api_suite(principals):
             assert denied.status_code == 403 and denied.json()["message"] == f"{refusal} {doing} it", denied.text
         checked = who.post("/api/v1/suites/validate", content=json.dumps(suite_dict(name)), headers={"Content-Type": "application/json"})
         assert checked.json()["valid"] is False
-        assert checked.json()["problems"] == [f"{refusal} post versions of it (POST /api/v1/suites would answer 403)"]
+        assert checked.json()["problems"] == [f"name: {refusal} post versions of it (POST /api/v1/suites would answer 403)"]
     shown = alice.get(f"/api/v1/suites/{name}").json()
     assert shown["versions"] == 1 and shown["state"] == "active"
 

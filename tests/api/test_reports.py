@@ -116,6 +116,37 @@ def test_excel_report_has_a_summary_sheet_and_the_results(client, scored, tmp_pa
     assert "\x07" not in hostile.value  # XML cannot hold it: dropped
 
 
+def test_every_export_of_a_jury_batch_answers_and_the_summary_names_the_members_models(client, tmp_path):
+    """A jury makes no judge call of its own (its members do): the Excel summary names its members'
+    models instead of failing on it, and so does every other export of the batch."""
+    members = [{"provider": "anthropic", "model": "claude-sonnet-5-5"}, {"provider": "anthropic", "model": "claude-haiku-5-5"}]
+    suite = {
+        "name": "report_jury",
+        "kind": "generic",
+        "threshold": 0.5,
+        "components": {
+            "exact": {"weight": 0.5, "metric": "exact_match", "version": 1},
+            "panel": {"weight": 0.5, "judge": {"rubric": "Is it right?", "verdict": {"type": "score"}, "aggregate": "mean", "judges": members}},
+        },
+    }
+    r = client.post("/api/v1/suites", content=json.dumps(suite), headers={"Content-Type": "application/json"})
+    assert r.status_code == 201, r.text
+    items = "".join(json.dumps({"id": str(i), "input": f"q{i}", "output": "a", "expected": "a"}) + "\n" for i in range(2))
+    r = client.post("/api/v1/batches?suite=report_jury", content=items, headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 202, r.text
+    batch_id = r.json()["batch_id"]
+    with FakeAnthropic() as fake:
+        score_in_process(batch_id, judge_runtime(fake.base_url))
+    for url in (*(f"results?format={f}" for f in ("json", "jsonl", "csv")), "report.json", "report.csv", "report.xlsx"):
+        r = client.get(f"/api/v1/batches/{batch_id}/{url}")
+        assert r.status_code == 200, f"{url}: {r.text}"
+    path = tmp_path / "jury.xlsx"
+    path.write_bytes(r.content)
+    summary = {row[0]: row[1:] for row in load_workbook(path)["Summary"].iter_rows(values_only=True) if row and row[0]}
+    assert summary["panel"][0] == 0.5 and summary["panel"][6] == "anthropic/claude-sonnet-5-5, anthropic/claude-haiku-5-5"
+    assert summary["exact"][0] == 0.5 and not any(summary["exact"][6:])  # a metric: no judge
+
+
 def test_reports_need_credentials_and_a_batch(client, scored):
     batch_id, _ = scored
     for fmt in ("json", "csv", "xlsx"):

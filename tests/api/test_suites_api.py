@@ -405,6 +405,42 @@ def test_validate_lists_the_problems(api_client):
     assert "409" in taken["problems"][0] and "files win" in taken["problems"][0]
 
 
+def test_validate_reports_every_problem_of_a_body_at_once_with_its_component_and_field(api_client):
+    """As ``assay suite validate`` does for a file, through the same domain function: not only the first."""
+    suite = {
+        "name": unique(),
+        "kind": "generic",
+        "threshold": 0.7,
+        "fields": {"input": "question", "output": "answer", "metadata.product": "meta.product"},
+        "components": {
+            "correctness": {
+                "weight": 0.6,
+                "judge": {
+                    "rubric": "Is the answer correct for the product?",
+                    "prompt": "Product {{metadata.prodct}}\nQ: {{input}}\nA: {{output}}",
+                    "verdict": {"type": "score"},
+                },
+            },
+            "tone": {
+                "weight": 0.5,
+                "judge": {"rubric": "Is the answer polite?", "model": "no-such-model", "verdict": {"type": "score"}},
+            },
+        },
+    }
+    for body, headers in ((as_yaml(suite), YAML), (json.dumps(suite), JSON)):
+        r = api_client.post("/api/v1/suites/validate", content=body, headers=headers)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["valid"] is False and out["criteria_hash"] is None and out["name"] is None
+        problems = dict(p.split(": ", 1) for p in out["problems"])
+        assert set(problems) == {"components.correctness.judge", "components.tone.judge", "components"}, out["problems"]
+        assert "{{metadata.prodct}} is not a field of this suite's items (did you mean {{metadata.product}}?)" in problems[
+            "components.correctness.judge"
+        ]
+        assert "no-such-model" in problems["components.tone.judge"]
+        assert problems["components"].startswith("the weights add up to 1.1, not 1 (correctness 0.6 + tone 0.5)")
+
+
 def test_an_example_generic_suite_registered_through_the_api_takes_its_example_file(api_client, no_planner):
     """The shipped example, sent as it is: its fields mapping applies at ingest, the judge rubric is inline."""
     suite = (REPO / "examples" / "generic" / "correctness.yaml").read_text()

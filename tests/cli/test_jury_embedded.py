@@ -14,6 +14,7 @@ import sys
 import krippendorff
 import pytest
 import yaml
+from openpyxl import load_workbook
 
 from tests.cli.test_run_embedded import embedded_env
 from tests.fakes.configs import local_config_dir
@@ -134,6 +135,16 @@ def test_a_jury_with_a_contrarian_gives_the_majority_and_the_librarys_alpha(tmp_
     )
     assert text.returncode == 0 and "Krippendorff's alpha (nominal)" in text.stdout
     assert "pair claude-haiku-5-5 / contrarian: 4 item(s), equal 0.000" in text.stdout
+
+    # The Excel export names the jury's judges: its members' models (a jury makes no call of its own).
+    batch = json.loads((tmp_path / "items.jsonl.results.jsonl").read_text().splitlines()[0])["batch_id"]
+    exported = subprocess.run(
+        [sys.executable, "-m", "assay.cli", "results", batch, "--format", "xlsx", "-o", str(tmp_path / "r.xlsx"), "--db", db],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert exported.returncode == 0, exported.stderr
+    summary = {r[0]: r for r in load_workbook(tmp_path / "r.xlsx")["Summary"].iter_rows(values_only=True) if r and r[0]}
+    assert summary["correctness"][7] == "anthropic/claude-haiku-5-5, openai/gpt-5-mini, local/contrarian"
 
 
 @pytest.mark.parametrize(("quorum", "landed"), [(2, True), (3, False)])

@@ -56,3 +56,26 @@ def test_metadata_placeholders_are_open_without_a_mapping_of_metadata_keys(tmp_p
     # Metadata keys are the items' own without a mapping naming them: only the field typo is a problem.
     assert list(problems) == ["components.j.judge"]
     assert problems["components.j.judge"].startswith("{{outptu}} is not a field of this suite's items (did you mean {{output}}?)")
+
+
+def jury_suite(prompt: str) -> dict:
+    judges = [{"provider": "anthropic", "model": "claude-sonnet-5-5"}, {"provider": "anthropic", "model": "claude-haiku-5-5"}]
+    panel = {"rubric": "Good?", "prompt": prompt, "verdict": {"type": "score"}, "aggregate": "mean", "judges": judges}
+    fields = {"input": "q", "output": "a", "metadata.product": "p"}
+    return {"name": "s", "kind": "generic", "threshold": 0.5, "fields": fields, "components": {"panel": {"weight": 1.0, "judge": panel}}}
+
+
+def test_a_jurys_prompt_placeholders_are_checked_and_sample_items_go_through_it(tmp_path):
+    """A jury's members share one prompt: its typos are problems, and a sample item's missing field is
+    the jury's finding (a jury makes no judge call of its own to ask a template of)."""
+    problems = validate(tmp_path, jury_suite("{{input}} {{output}} {{metadata.prodct}}"))
+    assert list(problems) == ["components.panel.judge"]
+    assert problems["components.panel.judge"].startswith("{{metadata.prodct}} is not a field of this suite's items")
+
+    path = tmp_path / "jury.yaml"
+    path.write_text(yaml.safe_dump(jury_suite("{{input}} {{output}} {{metadata.product}}"), sort_keys=False))
+    items = tmp_path / "sample.jsonl"
+    items.write_text('{"q": "q1", "a": "a1", "p": "x"}\n{"q": "q2", "a": "a2"}\n')
+    report = validate_suite_file(path, CONFIG, items=items, env={})
+    assert report.problems == [] and report.items_checked == 2
+    assert [(f.line, f.outcome, f.component) for f in report.findings] == [(2, "fail", "panel")]

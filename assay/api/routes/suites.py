@@ -113,7 +113,11 @@ class ValidationOut(BaseModel):
     criteria_hash: str | None = Field(..., description="The hash its scores would carry")
     criteria: dict[str, Any] | None = Field(..., description="The resolved criteria: exactly what the hash is taken over")
     options: dict[str, Any] | None = Field(..., description="The operational settings (not hashed)")
-    problems: list[ProblemText] = Field(..., description="Every problem found; empty when the suite can be registered")
+    problems: list[ProblemText] = Field(
+        ...,
+        description="Every problem found, each `where: message` (the component and field, or `suite`); empty "
+        "when the suite can be registered",
+    )
 
 
 async def _body(request: Request) -> tuple[bytes, svc.BodyFormat]:
@@ -186,7 +190,15 @@ async def register_suite(
     description=f"""Resolve a suite body as `POST /api/v1/suites` would and answer what it resolves to:
 the criteria (exactly what the hash is taken over), the criteria hash, the operational settings, and
 every problem found (a suite file's name is one). Always 200 for a body it could read; nothing is
-stored. {BODY_DOC}""",
+stored.
+
+Every problem is reported at once, as `assay suite validate` reports a suite file's (the same
+checks): each a `where: message` text naming the component and field (`components.tone.judge: …`,
+`components: the weights add up to 1.1, not 1 …`, `name: …`), in plain words. The parts of the suite
+are resolved one by one (the settings, the judge section, each component, the judges' `{{{{...}}}}`
+placeholders against the fields the suite's items have, the weights), so a problem in one does not
+hide the others; the criteria and hash are given once none is left. A use of what an API suite may not
+(below) is reported alone: the body is not resolved further. {BODY_DOC}""",
     openapi_extra=BODY_OPENAPI,
     dependencies=[Depends(require_content_type(*BODY_TYPES))],
     responses={413: {"description": "Body over ASSAY_MAX_SUITE_BYTES"}, 415: {"description": "Not YAML or JSON"}},

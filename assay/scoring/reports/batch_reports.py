@@ -336,10 +336,12 @@ def summary_rows(ctx: ReportContext) -> list[list[Any]]:
     components = s.get("components") or {}
     for name, spec in ctx.criteria.components.items():
         c = components.get(name, {})
-        judge = ctx.criteria.judge_for(name) if spec.is_judge else None
+        # A jury makes no judge call of its own: its members' models are its judges.
+        calls = (ctx.criteria.members_of(name) or [name]) if spec.is_judge else []
+        judges = ", ".join(f"{judge.provider}/{judge.model}" for judge in map(ctx.criteria.judge_for, calls))
         rows.append(
             [name, spec.weight, c.get("ok", 0), c.get("failed", 0), c.get("skipped", 0), c.get("mean"), c.get("median")]
-            + ([f"{judge.provider}/{judge.model}"] if judge is not None else [])
+            + ([judges] if judges else [])
         )
     errors = s.get("errors_by_kind") or {}
     if errors:

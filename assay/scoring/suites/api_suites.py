@@ -37,7 +37,8 @@ from assay.scoring.suites.criteria import (
     invalid_suites,
     register_criteria,
 )
-from assay.scoring.suites.loader import Suite, list_suite_names, parse_suite
+from assay.scoring.suites.loader import Suite, list_suite_names, parse_suite, read_api_suite
+from assay.scoring.suites.validation import Problem, validate_suite
 
 BodyFormat = Literal["yaml", "json"]
 SOURCE = "request body"
@@ -55,21 +56,7 @@ class Registered:
 
 def parse_body(body: bytes, body_format: BodyFormat, config_dir: Path) -> Suite:
     """The suite a request body describes, resolved as an API suite; CriteriaError says what is wrong."""
-    if body_format == "json":
-        try:
-            value = strict_json.loads(body)
-        except strict_json.JsonRejected as exc:
-            raise CriteriaError(f"{SOURCE}: not valid JSON: {exc.message}") from None
-        if not isinstance(value, dict):
-            raise CriteriaError(f"{SOURCE}: a suite is a JSON object (the same keys as a suite file)")
-        # JSON text is YAML, and ASCII-escaped it reads back exactly: the one suite parser reads it.
-        text = json.dumps(value, ensure_ascii=True)
-    else:
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CriteriaError(f"{SOURCE}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    suite = parse_suite(text, config_dir=config_dir, env={}, source=SOURCE, origin="api")
+    suite = parse_suite(_body_text(body, body_format), config_dir=config_dir, env={}, source=SOURCE, origin="api")
     if not SUITE_NAME.fullmatch(suite.name):
         raise CriteriaError(f"{SOURCE}: name {suite.name!r}: {SUITE_NAME_RULE}")
     if not suite.options.enabled:
@@ -81,6 +68,23 @@ def parse_body(body: bytes, body_format: BodyFormat, config_dir: Path) -> Suite:
     if problem is not None:
         raise CriteriaError(f"{SOURCE}: {problem} cannot be stored; remove it")
     return suite
+
+
+def _body_text(body: bytes, body_format: BodyFormat) -> str:
+    """A request body as suite text (YAML; a JSON object as the same YAML)."""
+    if body_format == "json":
+        try:
+            value = strict_json.loads(body)
+        except strict_json.JsonRejected as exc:
+            raise CriteriaError(f"{SOURCE}: not valid JSON: {exc.message}") from None
+        if not isinstance(value, dict):
+            raise CriteriaError(f"{SOURCE}: a suite is a JSON object (the same keys as a suite file)")
+        # JSON text is YAML, and ASCII-escaped it reads back exactly: the one suite parser reads it.
+        return json.dumps(value, ensure_ascii=True)
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CriteriaError(f"{SOURCE}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _unstorable(value: Any) -> str | None:
@@ -324,26 +328,32 @@ def validate(
     session: Session, body: bytes, body_format: BodyFormat, config_dir: Path, *, by: str, operator: bool
 ) -> dict[str, Any]:
     """What registering the body as the principal ``by`` would do, without storing anything: the
-    resolved criteria and its hash, or every problem found (a file suite's name is one, another
-    principal's API suite another)."""
-    try:
-        suite = parse_body(body, body_format, config_dir)
-    except CriteriaError as exc:
-        return {"valid": False, "name": None, "criteria_hash": None, "criteria": None, "options": None, "problems": [exc.message]}
-    problems = []
-    owner = file_owner(session, suite.name, config_dir)
-    if owner is not None:
-        problems.append(f"{owner} (POST /api/v1/suites would answer 409)")
-    record = session.get(SuiteRecord, suite.name)
-    if owner is None and record is not None:
-        refusal = change_refusal(record, by, operator=operator, doing="post versions of")
-        if refusal is not None:
-            problems.append(f"{refusal} (POST /api/v1/suites would answer 403)")
+    resolved criteria and its hash, or every problem found, each with its component and field, as
+    ``assay suite validate`` finds them (a file suite's name is one, another principal's API suite
+    another)."""
+    result = validate_suite(
+        lambda: read_api_suite(_body_text(body, body_format), SOURCE),
+        lambda: parse_body(body, body_format, config_dir),
+        config_dir,
+        files=None,  # an API suite reads no server file
+        source=SOURCE,
+    )
+    problems = list(result.problems)
+    suite = result.suite
+    if suite is not None:
+        owner = file_owner(session, suite.name, config_dir)
+        if owner is not None:
+            problems.append(Problem("name", f"{owner} (POST /api/v1/suites would answer 409)"))
+        record = session.get(SuiteRecord, suite.name)
+        if owner is None and record is not None:
+            refusal = change_refusal(record, by, operator=operator, doing="post versions of")
+            if refusal is not None:
+                problems.append(Problem("name", f"{refusal} (POST /api/v1/suites would answer 403)"))
     return {
         "valid": not problems,
-        "name": suite.name,
-        "criteria_hash": suite.criteria_hash,
-        "criteria": json.loads(suite.criteria.canonical_json()),  # exactly what the hash is taken over
-        "options": suite.options.model_dump(mode="json"),
-        "problems": problems,
+        "name": suite.name if suite else None,
+        "criteria_hash": suite.criteria_hash if suite else None,
+        "criteria": json.loads(suite.criteria.canonical_json()) if suite else None,  # exactly what the hash is taken over
+        "options": suite.options.model_dump(mode="json") if suite else None,
+        "problems": [str(p) for p in problems],
     }

@@ -532,12 +532,11 @@ def parse_suite(
     substitution, and any ``${``, file reference or code-carrying key is refused, so no server file,
     environment value or code can enter a stored criteria). The model catalog always comes from
     ``config_dir``."""
-    # Read once, within the limits of yaml_reader; a suite sent to the API may not use aliases.
-    raw = load_suite_yaml(text, source=source, allow_aliases=origin != "api")
+    # Read once, within the limits of yaml_reader.
+    raw = read_api_suite(text, source) if origin == "api" else load_suite_yaml(text, source=source)
     if not isinstance(raw, dict):
         raise CriteriaError(f"{source}: a suite file is a YAML mapping")
     if origin == "api":
-        _refuse_server_inputs(text, raw, source)
         resolved = raw
         files = None
     else:
@@ -599,6 +598,15 @@ def parse_suite(
         online=spec.online,
     )
     return Suite(name=spec.name, criteria=criteria, options=options, source=source)
+
+
+def read_api_suite(text: str, source: str) -> Any:
+    """A suite sent to the API, read but not resolved: without YAML aliases, and refused (CriteriaError)
+    when it names a server input (``${VAR}``, a file, code)."""
+    raw = load_suite_yaml(text, source=source, allow_aliases=False)
+    if isinstance(raw, dict):
+        _refuse_server_inputs(text, raw, source)
+    return raw
 
 
 def _refuse_server_inputs(text: str, raw: dict[str, Any], source: str) -> None:

@@ -17,7 +17,7 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,17 +145,36 @@ def validate_suite_file(
     """Every problem of the suite file at ``path`` (resolved as ``assay run --suite PATH`` would), and,
     with ``items``, what each sample line would do under it."""
     env = os.environ if env is None else env
-    result = Validation()
     installed = path.suffix == ".yaml" and path.resolve().parent == (config_dir / "suites").resolve()
-    files = config_dir if installed else path.resolve().parent
     try:
         text = path.read_text(encoding="utf-8")
-        raw = substitute_tree(load_suite_yaml(text, source=str(path)), env, where=path.name)
     except (OSError, UnicodeDecodeError) as exc:
-        result.problems.append(Problem("suite", f"cannot read the file: {exc}"))
-        return result
+        return Validation(problems=[Problem("suite", f"cannot read the file: {exc}")])
+    result = validate_suite(
+        lambda: substitute_tree(load_suite_yaml(text, source=str(path)), env, where=path.name),
+        lambda: load_suite_file(path, config_dir),
+        config_dir,
+        files=config_dir if installed else path.resolve().parent,
+        source=str(path),
+    )
+    if items is not None and result.suite is not None and not result.problems:
+        _check_items(result, items)
+    return result
+
+
+def validate_suite(
+    read: Callable[[], Any], resolve: Callable[[], loader.Suite], config_dir: Path, *, files: Path | None, source: str
+) -> Validation:
+    """Every problem of a suite, whatever it came from (a file, an API body): ``read`` gives its raw
+    mapping (after substitution, or the API's refusal of server inputs), its parts are resolved one by
+    one (``files``: where file references resolve, None for none), and when none has a problem
+    ``resolve`` resolves the whole suite as its run or registration would. ``source`` is the prefix
+    the loader puts before its messages."""
+    result = Validation()
+    try:
+        raw = read()
     except CriteriaError as exc:
-        result.problems.extend(_split_where(exc.message.removeprefix(f"{path}: ")))
+        result.problems.extend(_split_where(exc.message.removeprefix(f"{source}: ")))
         return result
     if not isinstance(raw, dict):
         result.problems.append(Problem("suite", "a suite file is a YAML mapping (key: value lines)"))
@@ -164,16 +183,13 @@ def validate_suite_file(
     if result.problems:
         return result
     try:
-        result.suite = load_suite_file(path, config_dir)
+        result.suite = resolve()
     except CriteriaError as exc:
-        result.problems.extend(_split_where(exc.message.removeprefix(f"{path}: ")))
-        return result
-    if items is not None and not result.problems:
-        _check_items(result, items)
+        result.problems.extend(_split_where(exc.message.removeprefix(f"{source}: ")))
     return result
 
 
-def _check_parts(raw: dict[str, Any], config_dir: Path, files: Path) -> list[Problem]:
+def _check_parts(raw: dict[str, Any], config_dir: Path, files: Path | None) -> list[Problem]:
     """Each part resolved on its own (the top-level settings, the judge section, each component), so
     a problem in one does not hide those of the others."""
     problems: list[Problem] = []
@@ -220,7 +236,7 @@ def _check_parts(raw: dict[str, Any], config_dir: Path, files: Path) -> list[Pro
             break
         try:
             resolved, _ = loader._resolve_component(name, comp, kind.name, catalog, files)
-            if isinstance(resolved.judge, loader.RubricJudge):
+            if isinstance(resolved.judge, (loader.RubricJudge, loader.JuryJudge)):  # a jury's members share one
                 templates.append((f"components.{name}.judge", resolved.judge.template))
         except CriteriaError as exc:
             problems.extend(
@@ -285,9 +301,11 @@ def _weight_problem(weights: dict[str, float]) -> list[Problem]:
 
 
 def _templates(suite: loader.Suite) -> Iterator[tuple[str, str]]:
-    """(component, template) of every judge component."""
+    """(component, template) of every judge component; a jury's is the one its members share (a jury
+    makes no judge call of its own: ``judge_for`` has none for it)."""
     for name in suite.criteria.judge_components:
-        yield name, suite.criteria.judge_for(name).template
+        jury = suite.criteria.components[name].jury
+        yield name, jury.template if jury is not None else suite.criteria.judge_for(name).template
 
 
 def _placeholder_problems(kind: Kind, fields: dict[str, str] | None, templates: list[tuple[str, str]]) -> list[Problem]:
