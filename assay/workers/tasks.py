@@ -486,8 +486,9 @@ def span_partitions(self) -> list[str]:
 @task("scoring.provider_batches", Queue.CONTROL)
 def provider_batches(self) -> dict[str, int]:
     """The judge's batch lane, on beat's clock: send waiting batch-lane requests as provider batches,
-    poll the ones in flight, and land the results of those that ended (see scoring.batch_lane). Each
-    provider batch goes through its judge's provider's batch API (``BatchAPI``)."""
+    poll the ones in flight, land the results of those that ended (see scoring.batch_lane), then delete
+    what the provider stores of them. Each provider batch goes through its judge's provider's batch
+    API (``BatchAPI``)."""
     from assay.scoring.rescoring import batch_lane
 
     apis = batch_apis()
@@ -547,6 +548,8 @@ def provider_batches(self) -> dict[str, int]:
             with transaction() as session:
                 leftovers = batch_lane.finish(session, row_id)
             enqueuer.enqueue(leftovers)
+            # Every result is committed: the provider's copy (OpenAI's files) is no longer needed.
+            api.discard(provider_id)
             report["to_realtime"] += len(leftovers)
             report["landed_batches"] += 1
     return report
