@@ -59,18 +59,23 @@ def is_online(queue: str) -> bool:
     return queue in (ONLINE_METRICS_QUEUE, ONLINE_JUDGE_QUEUE)
 
 
+# The reconciler may re-send a whole lost broker's worth at once: its scores are looked up in parts.
+_HASHES_PER_QUERY = 5000
+
+
 def judge_names(session: Session, refs: Sequence[ComponentRef]) -> dict[ComponentRef, str]:
     """The ``provider/model`` each judge-queue ref calls, from its score's criteria (one query for the
-    scores' hashes per few thousand; the criteria are cached per hash). A ref that makes no call of its own (a jury)
-    or whose score is gone is left out."""
+    scores' hashes per few thousand scores; the criteria are cached per hash). A ref that makes no
+    call of its own (a jury) or whose score is gone is left out."""
     judged = [ref for ref in refs if ref.queue in JUDGE_QUEUES]
     if not judged:
         return {}
     score_ids = list({ref.score_id for ref in judged})
     hashes: dict[uuid.UUID, str] = {}
-    for start in range(0, len(score_ids), 5000):  # the reconciler may re-send a whole lost broker's worth
-        chunk = score_ids[start : start + 5000]
-        hashes.update({row.id: row.criteria_hash for row in session.execute(select(Score.id, Score.criteria_hash).where(Score.id.in_(chunk)))})
+    for start in range(0, len(score_ids), _HASHES_PER_QUERY):
+        chunk = score_ids[start : start + _HASHES_PER_QUERY]
+        rows = session.execute(select(Score.id, Score.criteria_hash).where(Score.id.in_(chunk)))
+        hashes.update({row.id: row.criteria_hash for row in rows})
     named: dict[ComponentRef, str] = {}
     names: dict[tuple[str, str], str | None] = {}  # (criteria hash, component): a group repeats them
     for ref in judged:
