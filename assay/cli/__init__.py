@@ -41,12 +41,12 @@ for command in (
     rescoring.diff,
     retention.prune,
     trust.compare,
-    pairwise.pairwise,
     gating.gate,
     batches.metrics,
     batches.cancel,
 ):
     cli.command()(command)
+cli.add_typer(pairwise.pairwise_cli, name="pairwise")
 cli.add_typer(suites.suite_cli, name="suite")
 for command in (services.migrate, services.api, services.worker, services.beat, services.flower):
     cli.command()(command)

@@ -1,16 +1,19 @@
 """``assay pairwise``: compare batches item by item with a suite's pairwise rubric, through the API or
-embedded (``--db``: the SQLite store of ``assay run`` and an in-process worker)."""
+embedded (``--db``: the SQLite store of ``assay run`` and an in-process worker); ``assay pairwise
+cancel`` and ``resume`` a run, through the API (as ``assay cancel`` and ``resume`` a batch)."""
 
 from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from assay.cli.common import (
     EXIT_INCOMPLETE,
@@ -25,6 +28,7 @@ from assay.cli.common import (
     report_domain_error,
     request,
 )
+from assay.cli.gating import AsJson
 
 
 def _rate(row: dict[str, Any]) -> str:
@@ -81,6 +85,26 @@ def print_report(run: dict[str, Any], as_json: bool = False) -> None:
         out.print(f"  {escape(moved['external_id'])}: {escape(moved['winner'])} won ({escape(moved['b'])} vs {escape(moved['a'])})", highlight=False)
 
 
+class _ComparisonByDefault(TyperGroup):
+    """``assay pairwise A B …`` runs ``compare`` (batch ids are never a command's name), so the
+    comparison reads as it always did beside ``assay pairwise cancel RUN`` and ``resume RUN``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["compare", *args]
+        return super().parse_args(ctx, args)
+
+
+pairwise_cli = typer.Typer(
+    cls=_ComparisonByDefault,
+    no_args_is_help=True,
+    help="Compare batches item by item with a suite's pairwise rubric: `assay pairwise A B [C …] --suite S` "
+    "(the compare command; see `assay pairwise compare --help`). `cancel` and `resume` act on a pairwise run.",
+)
+RunId = Annotated[str, typer.Argument(help="The pairwise run's id, as `assay pairwise` prints it.")]
+
+
+@pairwise_cli.command("compare")
 def pairwise(
     batches: Annotated[list[str], typer.Argument(help="Two or more batch ids: A B [C …] (B against A for two).")],
     suite: Annotated[str, typer.Option("--suite", "-s", help="Suite whose pairwise: rubric judges the pairs.")],
@@ -122,6 +146,53 @@ def pairwise(
             time.sleep(1.0)
             run = request(client.get, f"/api/v1/pairwise/{run['id']}")
         print_report(run, as_json)
+
+
+@pairwise_cli.command()
+def cancel(run_id: RunId, as_json: AsJson = False, api_url: ApiUrl = "http://127.0.0.1:8000", api_key: ApiKey = None) -> None:
+    """Cancel a pairwise run through the API: its queued pairs are dropped, the judged ones kept; no
+    report. Prints the run (a run that already ended is a usage error, exit 2)."""
+    with api_client(api_url, api_key) as client:
+        run = request(client.post, f"/api/v1/pairwise/{_run_id(run_id)}/cancel")
+    _print_run(run, as_json)
+
+
+@pairwise_cli.command()
+def resume(
+    run_id: RunId,
+    budget: Annotated[
+        Optional[float], typer.Option(min=0.000001, help="New judge spend limit in US dollars, above the spend (omit: no limit).")
+    ] = None,
+    as_json: AsJson = False,
+    api_url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Resume a pairwise run the budget stopped, through the API, under a new budget: its stopped pairs
+    go back to the judge, the judged ones are kept (never paid twice), and the report is made afresh
+    when it finishes. Prints the run."""
+    with api_client(api_url, api_key) as client:
+        run = request(client.post, f"/api/v1/pairwise/{_run_id(run_id)}/resume", json={"budget_usd": budget})
+    _print_run(run, as_json)
+
+
+def _run_id(spec: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(spec)
+    except ValueError:
+        fail(f"{spec!r} is not a pairwise run id (a UUID, as `assay pairwise` prints it)")
+
+
+def _print_run(run: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(run)
+        return
+    progress = run["progress"] or {}
+    spend = f"${run['spent_usd']:.4f}" + (f" of ${run['budget_usd']:.4f}" if run["budget_usd"] is not None else "")
+    out.print(
+        f"pairwise run {run['id']}: {run['status']} (batch {run['batch_id']} {run['batch_status']}) · "
+        f"{progress.get('completed', 0)} of {progress.get('total', 0)} judgment(s) landed · spent {spend}",
+        highlight=False,
+    )
 
 
 def _started(started: dict[str, Any], budget: float | None, as_json: bool) -> dict[str, Any] | None:

@@ -1,7 +1,9 @@
 """The OpenAI fake's Batch API (``assay/dev/openai_server.py``), driven through the real ``openai`` SDK.
 
-- ``POST /v1/files`` (multipart, ``purpose`` ``batch``; over 200 MB is a 400), ``GET /v1/files/{id}`` and
-  ``GET /v1/files/{id}/content``: the input file, and the output and error files a batch writes.
+- ``POST /v1/files`` (multipart, ``purpose`` ``batch``; over 200 MB is a 400), ``GET /v1/files`` (every
+  file held, newest first), ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content`` and
+  ``DELETE /v1/files/{id}`` (``{"id", "object": "file", "deleted": true}``; 404 for a file it does not
+  hold): the input file, and the output and error files a batch writes.
 - ``POST /v1/batches`` (``input_file_id``, ``endpoint`` ``/v1/chat/completions``, ``completion_window``
   ``24h``) and ``GET /v1/batches/{id}``. A batch is ``validating`` for the first tenth of
   ``batch_processing_seconds``, then ``in_progress`` (``request_counts.completed`` grows evenly),
@@ -39,7 +41,7 @@ from assay.dev.fake_answers import _OUTCOME_KIND, BatchOutcome, _item_key
 MAX_BATCH_REQUESTS = 50_000
 MAX_FILE_BYTES = 200 * 1024 * 1024
 ENDPOINT = "/v1/chat/completions"
-BATCH_ENDPOINTS = ("upload", "file", "content", "create", "retrieve")
+BATCH_ENDPOINTS = ("upload", "files", "file", "content", "delete_file", "create", "retrieve")
 EXPIRED_MESSAGE = "This request could not be executed before the completion window expired."
 
 
@@ -237,7 +239,9 @@ class BatchAPI:
     def routes(self) -> list[Route]:
         return [
             Route("/v1/files", self._upload, methods=["POST"]),
+            Route("/v1/files", self._list_files, methods=["GET"]),
             Route("/v1/files/{file_id}", self._file, methods=["GET"]),
+            Route("/v1/files/{file_id}", self._delete_file, methods=["DELETE"]),
             Route("/v1/files/{file_id}/content", self._content, methods=["GET"]),
             Route("/v1/batches", self._create, methods=["POST"]),
             Route("/v1/batches/{batch_id}", self._retrieve, methods=["GET"]),
@@ -275,6 +279,22 @@ class BatchAPI:
             return refused
         stored = self._find_file(request)
         return stored if isinstance(stored, Response) else JSONResponse(stored.to_json())
+
+    async def _list_files(self, request: Request) -> Response:
+        if refused := self._start(request, "files"):
+            return refused
+        held = sorted(self.files.values(), key=lambda stored: stored.created_at, reverse=True)
+        data = [stored.to_json() for stored in held]
+        return JSONResponse({"object": "list", "data": data, "first_id": None, "last_id": None, "has_more": False})
+
+    async def _delete_file(self, request: Request) -> Response:
+        if refused := self._start(request, "delete_file"):
+            return refused
+        stored = self._find_file(request)
+        if isinstance(stored, Response):
+            return stored
+        del self.files[stored.id]
+        return JSONResponse({"id": stored.id, "object": "file", "deleted": True})
 
     async def _content(self, request: Request) -> Response:
         if refused := self._start(request, "content"):

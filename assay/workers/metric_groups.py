@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from assay import observability
 from assay.scoring.metrics.registry import ComponentResult
@@ -45,14 +45,14 @@ def group_refs(pairs: Sequence[Sequence[str]], queue: str = Queue.METRICS.value)
     return list(dict.fromkeys(ComponentRef(uuid.UUID(score_id), component, queue) for score_id, component in pairs))
 
 
-def describe_group(group_id: str, refs: Sequence[ComponentRef], shown: int = 3) -> str:
+def describe_group(group_id: str, refs: Sequence[ComponentRef], judges: Mapping[ComponentRef, str], shown: int = 3) -> str:
     """What Flower shows of a group task: its id, its size, its first components and, for judge
-    components, the providers and models they call."""
+    components, the providers and models they call (``judges``: ``provider/model`` by ref)."""
     first = ", ".join(f"score {str(ref.score_id)[:8]}/{ref.component}" for ref in refs[:shown])
     more = ", …" if len(refs) > shown else ""
     noun = "component" if len(refs) == 1 else "components"
-    judges = sorted({ref.judge for ref in refs if ref.judge})
-    calls = f" judged by {', '.join(judges)}" if judges else ""
+    called = sorted({judges[ref] for ref in refs if ref in judges})
+    calls = f" judged by {', '.join(called)}" if called else ""
     return f"group {group_id}: {len(refs)} {noun} ({first}{more}){calls}"
 
 

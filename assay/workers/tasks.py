@@ -18,7 +18,7 @@ import kombu.exceptions
 import redis
 from celery.exceptions import Retry
 from sqlalchemy import select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from assay import observability
@@ -27,13 +27,12 @@ from assay import observability
 # importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 # Imported for their hooks: the review queue and calibration react to scores this worker lands.
 from assay.scoring import features  # noqa: F401
-from assay.scoring.errors import AssayError
 from assay.scoring.judge.group import GroupGate
 from assay.scoring.judge.loop import judge_loop
 from assay.scoring.judge.service import JudgeDeferred
 from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.claims import Claim, claim_many
-from assay.scoring.pipeline.components import JUDGE_QUEUES, ComponentRef, is_online
+from assay.scoring.pipeline.components import JUDGE_QUEUES, ComponentRef, is_online, judge_names
 from assay.scoring.pipeline.planning import plan_chunk
 from assay.scoring.pipeline.reconcile import RECONCILE_LIMIT, broker_holds_since, note_planner_waiting
 from assay.scoring.pipeline.reconcile import reconcile as pipeline_reconcile
@@ -76,13 +75,17 @@ class CeleryEnqueuer:
     together: :mod:`assay.workers.metric_groups`); judge components in groups of ``judge_group_size``,
     whose calls a task makes at once (one message, one claim and one landing transaction per group
     rather than per component). Each message's ``argsrepr`` (what Flower shows) names its group id,
-    its size and its first components. A publish the broker refuses is retried until it is back (a
-    message published twice is harmless: the claim makes it a no-op)."""
+    its size, its first components and, for judge components, the providers and models they call,
+    read here from their scores' criteria whoever publishes them (planner, reconciler, deferral,
+    hand-back, batch lane). A publish the broker refuses is retried until it is back (a message
+    published twice is harmless: the claim makes it a no-op)."""
+
+    def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
+        if refs:
+            self._publish(refs, _judge_names(refs), countdown)
 
     @_broker_retry
-    def enqueue(self, refs: Sequence[ComponentRef], countdown: float | None = None) -> None:
-        if not refs:
-            return
+    def _publish(self, refs: Sequence[ComponentRef], judges: dict[ComponentRef, str], countdown: float | None) -> None:
         settings = get_settings()
         by_queue: dict[str, list[ComponentRef]] = {}
         for ref in refs:
@@ -97,12 +100,23 @@ class CeleryEnqueuer:
                 # The queue travels with the task too: a deferral or retry sends its components back where they came from.
                 kwargs = {"queue": queue} if is_online(queue) else None
                 for group in groups:
-                    shown = metric_groups.describe_group(metric_groups.new_group_id(), group)
+                    shown = metric_groups.describe_group(metric_groups.new_group_id(), group, judges)
                     # The anonymous exchange routes by routing key: it names the queue (the task's own route names its batch queue).
                     task_.apply_async(
                         args=(ref_args(group),), kwargs=kwargs, queue=queue, exchange="", routing_key=queue,
                         countdown=countdown, producer=producer, argsrepr=shown,
                     )
+
+
+def _judge_names(refs: Sequence[ComponentRef]) -> dict[ComponentRef, str]:
+    """Judge refs' ``provider/model`` for what Flower shows; none when the store cannot say: a label
+    is not worth holding back work whose rows are committed already."""
+    try:
+        with transaction() as session:
+            return judge_names(session, refs)
+    except SQLAlchemyError as exc:
+        log.warning("judge task messages go out without their providers and models: %s", exc)
+        return {}
 
 
 enqueuer = CeleryEnqueuer()
@@ -233,7 +247,7 @@ def _run_part(
                         observability.component_landed(ref.queue, ref.component, result.status)
                 for ref, outcome in finished:
                     if isinstance(outcome, JudgeDeferred):
-                        deferred[_named(ref, works[ref])] = (outcome, claims[ref])
+                        deferred[ref] = (outcome, claims[ref])
                     elif isinstance(outcome, Exception):
                         # Infrastructure trouble (Redis down, ...): retry later, spending an attempt.
                         backoff = min(300.0, 5.0 * 2 ** min(claims[ref].attempts, 6))
@@ -245,15 +259,6 @@ def _run_part(
     finally:
         if held:
             slots.give(held)
-
-
-def _named(ref: ComponentRef, work: WorkUnit) -> ComponentRef:
-    """``ref`` naming its judge's provider and model, for what Flower shows of the task it goes back in."""
-    try:
-        judge = work.criteria.judge_for(ref.component)
-    except AssayError:
-        return ref
-    return dataclasses.replace(ref, judge=f"{judge.provider}/{judge.model}")
 
 
 def _group_runtime(works: dict[ComponentRef, WorkUnit]) -> JudgeRuntime:
@@ -481,8 +486,9 @@ def span_partitions(self) -> list[str]:
 @task("scoring.provider_batches", Queue.CONTROL)
 def provider_batches(self) -> dict[str, int]:
     """The judge's batch lane, on beat's clock: send waiting batch-lane requests as provider batches,
-    poll the ones in flight, and land the results of those that ended (see scoring.batch_lane). Each
-    provider batch goes through its judge's provider's batch API (``BatchAPI``)."""
+    poll the ones in flight, land the results of those that ended (see scoring.batch_lane), then delete
+    what the provider stores of them. Each provider batch goes through its judge's provider's batch
+    API (``BatchAPI``)."""
     from assay.scoring.rescoring import batch_lane
 
     apis = batch_apis()
@@ -542,6 +548,8 @@ def provider_batches(self) -> dict[str, int]:
             with transaction() as session:
                 leftovers = batch_lane.finish(session, row_id)
             enqueuer.enqueue(leftovers)
+            # Every result is committed: the provider's copy (OpenAI's files) is no longer needed.
+            api.discard(provider_id)
             report["to_realtime"] += len(leftovers)
             report["landed_batches"] += 1
     return report

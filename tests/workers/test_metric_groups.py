@@ -79,7 +79,7 @@ def test_grouping_and_description_edge_cases():
     a, b = uuid.uuid4(), uuid.uuid4()
     refs = [ComponentRef(a, "x", "metrics"), ComponentRef(b, "x", "metrics"), ComponentRef(a, "y", "metrics")]
     assert metric_groups(refs, 1) == [[refs[0], refs[2]], [refs[1]]]
-    assert describe_group("abc", refs, shown=2) == f"group abc: 3 components (score {str(a)[:8]}/x, score {str(b)[:8]}/x, …)"
+    assert describe_group("abc", refs, {}, shown=2) == f"group abc: 3 components (score {str(a)[:8]}/x, score {str(b)[:8]}/x, …)"
 
 
 # --- the group task, run in-process on the real store ----------------------------------------------------

@@ -1,6 +1,7 @@
 """The batch lane with OpenAI judges, end to end: a live worker re-scores a suite on the batch lane
 through the OpenAI fake's Batch API (a JSONL file, /v1/batches, the output and error files) via the
-real ``openai`` SDK; errored, expired and unusable results go to the realtime lane; a suite with an
+real ``openai`` SDK; errored, expired and unusable results go to the realtime lane, and the files
+are deleted once the results landed; a suite with an
 Anthropic and an OpenAI judge sends each judge's requests to its own provider's batch API."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
+from assay.scoring.judge.providers.openai_chat import make_batch_client
 from assay.scoring.pipeline.planning import BATCH_LANE_WAITING
 from assay.scoring.store.db import transaction
 from assay.scoring.store.models import Batch, ProviderBatch, Score, ScoreComponent
@@ -138,6 +140,14 @@ def test_a_rescore_on_the_batch_lane_with_an_openai_judge(api_client, live_worke
     assert row.request_counts["total"] == N and row.request_counts["failed"] == 2
     with transaction() as s:
         assert s.get(Batch, uuid.UUID(run_id)).spent_usd == pytest.approx(sum(c.cost_usd for c in comps))
+
+    # Once its results landed, the run's input, output and error files are deleted from the account.
+    client = make_batch_client("test-key", fake_openai.api_base, timeout=10.0)
+    try:
+        wait_for(lambda: not list(client.files.list()), timeout=60, message="the run's files to be deleted")
+    finally:
+        client.close()
+    assert fake_openai.calls()["batch_api"]["delete_file"] == 3
 
 
 def test_a_suite_with_an_anthropic_and_an_openai_judge_on_the_batch_lane(

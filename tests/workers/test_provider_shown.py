@@ -7,11 +7,12 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from datetime import timedelta
 
 import openpyxl
 import yaml
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from assay import observability
 from assay.scoring.judge.providers.registry import configured_routes
@@ -19,11 +20,11 @@ from assay.scoring.metrics.registry import ComponentResult
 from assay.scoring.pipeline.components import ComponentRef
 from assay.scoring.pipeline.landing import land
 from assay.scoring.store.db import transaction
-from assay.scoring.store.models import Score
+from assay.scoring.store.models import Score, ScoreComponent, utcnow
 from assay.scoring.suites.loader import load_model_catalog
 from assay.settings import get_settings
 from assay.workers.metric_groups import describe_group
-from assay.workers.tasks import enqueuer
+from assay.workers.tasks import enqueuer, reconcile
 from tests.api.test_metrics import total
 from tests.dashboard.support import make_app, post_sign_in
 from tests.scoring.test_pipeline import plan_all
@@ -50,7 +51,6 @@ def upload(api_client) -> uuid.UUID:
 def test_judge_task_messages_name_the_provider_and_model_for_flower(api_client):
     batch_id = upload(api_client)
     refs = plan_all(batch_id)
-    assert {ref.judge for ref in refs} == {"anthropic/claude-haiku-5-5", "openai/gpt-4.1-mini"}
     _purge()
     try:
         enqueuer.enqueue(refs)
@@ -62,11 +62,32 @@ def test_judge_task_messages_name_the_provider_and_model_for_flower(api_client):
         assert shown.endswith(" judged by anthropic/claude-haiku-5-5, openai/gpt-4.1-mini"), shown
 
 
-def test_a_group_without_judges_named_says_nothing_of_them():
+def test_judge_components_the_reconciler_re_sends_name_their_provider_and_model(api_client):
+    """The label comes from the components' criteria wherever a publish starts: here the reconciler
+    re-sends work whose messages were lost (the planner's were never delivered)."""
+    batch_id = upload(api_client)
+    plan_all(batch_id)
+    with transaction() as s:
+        s.execute(
+            update(ScoreComponent)
+            .where(ScoreComponent.score_id.in_(select(Score.id).where(Score.batch_id == batch_id)))
+            .values(enqueued_at=utcnow() - timedelta(hours=1))
+        )
+    _purge()
+    try:
+        assert reconcile()["requeued"] >= 2 * len(ITEMS)
+        messages = _published("judge")
+    finally:
+        _purge()
+    resent = [shown for args, shown in messages if any(component in JUDGES for _, component in args)]
+    assert sum(len(args) for args, _ in messages) >= 2 * len(ITEMS) and resent
+    for shown in resent:
+        assert shown.endswith(" judged by anthropic/claude-haiku-5-5, openai/gpt-4.1-mini"), shown
+
+
+def test_a_group_without_judges_says_nothing_of_them():
     ref = ComponentRef(uuid.uuid4(), "exact", "metrics")
-    assert "judged by" not in describe_group("g", [ref])
-    labelled = ComponentRef(ref.score_id, "exact", "metrics", "openai/gpt-4.1")
-    assert labelled == ref and hash(labelled) == hash(ref), "the label is not part of a ref's identity"
+    assert "judged by" not in describe_group("g", [ref], {})
 
 
 def test_judge_metrics_carry_a_bounded_provider_label(api_client):

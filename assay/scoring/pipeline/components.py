@@ -6,11 +6,16 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from assay.scoring.errors import AssayError
 from assay.scoring.store.models import Score, ScoreComponent
+from assay.scoring.suites.criteria import load_criteria
 from assay.scoring.suites.loader import Criteria
 
 # Hot-path statements go through the tables (SQLAlchemy Core): the ORM's bulk-update machinery costs
@@ -34,9 +39,6 @@ class ComponentRef:
     score_id: uuid.UUID
     component: str
     queue: str
-    # A judge component's ``provider/model``, when the publisher knows it: named in what Flower shows
-    # of the task (``argsrepr``). Not part of the identity: two refs to one component are equal.
-    judge: str | None = field(default=None, compare=False)
 
 
 class Enqueuer(Protocol):
@@ -55,6 +57,45 @@ def queue_for(criteria: Criteria, component: str, *, online: bool = False) -> st
 
 def is_online(queue: str) -> bool:
     return queue in (ONLINE_METRICS_QUEUE, ONLINE_JUDGE_QUEUE)
+
+
+# The reconciler may re-send a whole lost broker's worth at once: its scores are looked up in parts.
+_HASHES_PER_QUERY = 5000
+
+
+def judge_names(session: Session, refs: Sequence[ComponentRef]) -> dict[ComponentRef, str]:
+    """The ``provider/model`` each judge-queue ref calls, from its score's criteria (one query for the
+    scores' hashes per few thousand scores; the criteria are cached per hash). A ref that makes no
+    call of its own (a jury) or whose score is gone is left out."""
+    judged = [ref for ref in refs if ref.queue in JUDGE_QUEUES]
+    if not judged:
+        return {}
+    score_ids = list({ref.score_id for ref in judged})
+    hashes: dict[uuid.UUID, str] = {}
+    for start in range(0, len(score_ids), _HASHES_PER_QUERY):
+        chunk = score_ids[start : start + _HASHES_PER_QUERY]
+        rows = session.execute(select(Score.id, Score.criteria_hash).where(Score.id.in_(chunk)))
+        hashes.update({row.id: row.criteria_hash for row in rows})
+    named: dict[ComponentRef, str] = {}
+    names: dict[tuple[str, str], str | None] = {}  # (criteria hash, component): a group repeats them
+    for ref in judged:
+        criteria_hash = hashes.get(ref.score_id)
+        if criteria_hash is None:
+            continue
+        key = (criteria_hash, ref.component)
+        if key not in names:
+            names[key] = _judge_name(session, criteria_hash, ref.component)
+        if names[key] is not None:
+            named[ref] = names[key]
+    return named
+
+
+def _judge_name(session: Session, criteria_hash: str, component: str) -> str | None:
+    try:
+        judge = load_criteria(session, criteria_hash).judge_for(component)
+    except AssayError:  # a jury (its members make the calls), or criteria no longer stored
+        return None
+    return f"{judge.provider}/{judge.model}"
 
 
 def pending_score(

@@ -109,7 +109,6 @@ def create_components(
     carried_rows: list[dict[str, Any]] = []
     hold = timedelta(seconds=get_settings().provider_batch_hold_seconds)
     carried = carried_results(session, [score_id for score_id, _ in scores]) if carry_over else {}
-    judges: dict[tuple[str, str], str] = {}  # (criteria hash, component) -> provider/model, for Flower
     for score_id, criteria_hash in scores:
         criteria = load_criteria(session, criteria_hash)
         for name in criteria.rows:
@@ -150,11 +149,6 @@ def create_components(
                 row.update(status="deferred", reason=DERIVED_WAITING)
             elif queue == JUDGE_QUEUE and judge_lane == "batch":
                 row.update(status="deferred", run_after=enqueued_at + hold, reason=BATCH_LANE_WAITING)
-            elif queue in JUDGE_QUEUES:
-                if (criteria_hash, name) not in judges:
-                    judge = criteria.judge_for(name)
-                    judges[criteria_hash, name] = f"{judge.provider}/{judge.model}"
-                refs.append(ComponentRef(score_id, name, queue, judges[criteria_hash, name]))
             else:
                 refs.append(ComponentRef(score_id, name, queue))
             rows.append(row)

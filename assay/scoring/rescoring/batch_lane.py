@@ -300,7 +300,7 @@ def apply_results(
         except ValueError:
             log.warning("provider batch %s: unknown custom_id %r ignored", row.provider_id, result.custom_id)
             continue
-        ref = ComponentRef(score_id, row.component, JUDGE_QUEUE, f"{row.provider}/{row.model}")
+        ref = ComponentRef(score_id, row.component, JUDGE_QUEUE)
         current = session.execute(
             select(ScoreComponent.status, ScoreComponent.provider_batch_id, Score.criteria_hash, Item.payload)
             .join(Score, Score.id == ScoreComponent.score_id)
@@ -367,7 +367,7 @@ def finish(session: Session, row_id: uuid.UUID) -> list[ComponentRef]:
             ScoreComponent.provider_batch_id == row_id, ScoreComponent.status.not_in(LANDED_COMPONENT_STATUSES)
         )
     ).scalars().all()
-    refs = [ComponentRef(score_id, row.component, JUDGE_QUEUE, f"{row.provider}/{row.model}") for score_id in missing]
+    refs = [ComponentRef(score_id, row.component, JUDGE_QUEUE) for score_id in missing]
     reason = (
         f"batch lane: the provider batch failed ({row.error})"
         if row.error

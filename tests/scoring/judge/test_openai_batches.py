@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import openai
 import pytest
 
 from assay.scoring.judge.prompt import JudgePrompt
@@ -121,6 +122,38 @@ def test_a_file_with_two_models_fails_as_a_whole(batches, fake):
     state = ended(batches, provider_id, [])
     assert state.status == "failed" and "mismatched_model" in state.error and "one model only" in state.error
     assert list(batches.collect(provider_id)) == [], "a failed provider batch has no results"
+
+
+def test_discard_deletes_the_input_output_and_error_files_of_an_ended_batch(batches, fake):
+    fake.batch_outcomes({"b": "errored"})
+    provider_id = batches.submit([batches.line(custom_id, call(n)) for n, custom_id in enumerate("ab")])
+    ended(batches, provider_id, [])
+    remote = batches.client.batches.retrieve(provider_id)
+    files = {remote.input_file_id, remote.output_file_id, remote.error_file_id}
+    assert None not in files and {f.id for f in batches.client.files.list()} == files
+    list(batches.collect(provider_id))
+
+    batches.discard(provider_id)
+    assert list(batches.client.files.list()) == []
+    assert fake.calls()["batch_api"]["delete_file"] == 3
+    batches.discard(provider_id)  # deleted already: nothing raised
+    with pytest.raises(openai.NotFoundError):
+        batches.client.files.delete(remote.input_file_id)
+
+
+def test_discard_of_a_failed_batch_deletes_its_input_file(batches, fake):
+    provider_id = batches.submit([batches.line("one", call(1)), batches.line("two", call(2, model="gpt-4.1-nano"))])
+    assert ended(batches, provider_id, []).status == "failed"
+    batches.discard(provider_id)
+    assert list(batches.client.files.list()) == []
+
+
+def test_discard_never_raises_when_the_provider_cannot_be_reached(caplog):
+    client = make_batch_client("test-key", "http://127.0.0.1:9/v1", timeout=1.0)  # port 9: nothing listens
+    unreachable = OpenAIBatches("openai", ProviderConfig(type="openai_compatible", default_model="gpt-4.1-mini"), client)
+    unreachable.discard("batch_gone")
+    client.close()
+    assert "provider batch batch_gone: its files were not deleted: openai connection error" in caplog.text
 
 
 def test_the_anthropic_lane_offers_the_same_interface():

@@ -134,3 +134,7 @@ class AnthropicBatches:
                 continue
             why = getattr(getattr(getattr(outcome, "error", None), "error", None), "message", None)
             yield BatchResult(result.custom_id, None, f"request {outcome.type}{f' ({why})' if why else ''}")
+
+    def discard(self, provider_id: str) -> None:
+        """Nothing to delete: the requests went inline (no file), and Anthropic drops a batch's results
+        itself 29 days after it was created."""

@@ -103,6 +103,10 @@ class BatchAPI(Protocol):
     def collect(self, provider_id: str) -> Iterator[BatchResult]:
         """Every result of an ended provider batch, in any order (matched by ``custom_id``)."""
 
+    def discard(self, provider_id: str) -> None:
+        """Delete what the provider stores for an ended batch whose results have landed. Best-effort:
+        never raises (what it could not delete is logged and stays with the provider)."""
+
 
 def describe_sdk_error(provider: str, exc: BaseException) -> str:
     """A failed call in words, for both SDKs (they share the shape of their errors)."""

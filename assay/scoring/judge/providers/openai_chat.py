@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +32,8 @@ from assay.scoring.judge.providers.base import (
     describe_sdk_error,
 )
 from assay.scoring.suites.providers import ProviderConfig
+
+log = logging.getLogger(__name__)
 
 _STOPS: dict[str | None, Stop] = {"length": "max_tokens", "content_filter": "refusal"}
 # The Batch API: at most 50,000 requests and 200 MB per input file, one model per file (the lane
@@ -156,7 +159,9 @@ class OpenAIProvider:
 class OpenAIBatches:
     """The Batch API (``base.BatchAPI``): the requests go up as a JSONL file (``/v1/files``, purpose
     ``batch``), a batch of it is created on ``/v1/chat/completions``, and its results come back as an
-    output file (answers) and an error file (failed and expired requests)."""
+    output file (answers) and an error file (failed and expired requests). Once the results have
+    landed, the three files are deleted (``discard``): OpenAI keeps them in the account's storage
+    until then."""
 
     limits = BATCH_LIMITS
 
@@ -189,6 +194,25 @@ class OpenAIBatches:
                 for text in response.iter_lines():
                     if text.strip():
                         yield _batch_result(json.loads(text))
+
+    def discard(self, provider_id: str) -> None:
+        try:
+            remote = self.client.batches.retrieve(provider_id)
+        except openai.APIError as exc:
+            log.warning("provider batch %s: its files were not deleted: %s", provider_id, describe_sdk_error(self.name, exc))
+            return
+        for file_id in (remote.input_file_id, remote.output_file_id, remote.error_file_id):
+            if not file_id:
+                continue
+            try:
+                self.client.files.delete(file_id)
+            except openai.NotFoundError:
+                continue  # deleted already
+            except openai.APIError as exc:
+                log.warning(
+                    "provider batch %s: file %s was not deleted and stays in the OpenAI account's storage: %s",
+                    provider_id, file_id, describe_sdk_error(self.name, exc),
+                )
 
 
 def _batch_errors(remote: Any) -> str | None:
