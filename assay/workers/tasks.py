@@ -23,8 +23,6 @@ from tenacity import before_sleep_log, retry, retry_if_exception_type, stop_afte
 
 from assay import observability
 
-# Imported with this module, in the worker's main thread before any task runs: two pool threads
-# importing the anthropic SDK lazily at the same moment can leave it half-initialized for good.
 # Imported for their hooks: the review queue and calibration react to scores this worker lands.
 from assay.scoring import features  # noqa: F401
 from assay.scoring.judge.group import GroupGate

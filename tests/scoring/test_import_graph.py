@@ -10,6 +10,9 @@ except the importer's own ancestors, which are already being imported."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "assay"
@@ -188,3 +191,31 @@ def test_verdicts_import_no_kind():
     graph = import_graph(module_files())
     kinds = {m for m in graph["assay.scoring.judge.verdicts"] if m.startswith("assay.scoring.kinds")}
     assert kinds == set(), "judge/verdicts.py must not import a kind (ARCHITECTURE.md, invariant 8)"
+
+
+def test_the_provider_sdks_are_imported_only_by_a_provider_that_is_built():
+    """Each SDK costs about a second of CPU to import: a worker starting, the API, and a judge runtime
+    without an Anthropic key must not pay for it (they did: it was imported with the retry policy and
+    with every registry). A runtime with the key imports it."""
+    probe = """
+import json, sys
+from pathlib import Path
+import assay.api.app, assay.workers.tasks
+from assay.scoring.judge.inflight import InProcessInFlight
+from assay.scoring.judge.providers.registry import build_registry
+from assay.scoring.suites.catalog import load_model_catalog
+at_start = 'anthropic' in sys.modules or 'openai' in sys.modules
+catalog = load_model_catalog(Path('config'))
+def registry(key):
+    return build_registry(catalog, anthropic_key=key, anthropic_base_url=None, in_flight=lambda n, c: InProcessInFlight(c), env={})
+without_key = sorted(p.name for p in registry(None))
+keyless = 'anthropic' in sys.modules
+registry('k')
+print(json.dumps([at_start, keyless, 'anthropic' in sys.modules, without_key]))
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT.parent)
+    assert done.returncode == 0, done.stderr
+    at_start, without_key_imported, with_key_imported, built = json.loads(done.stdout.splitlines()[-1])
+    assert not at_start
+    assert not without_key_imported and "anthropic" not in built
+    assert with_key_imported

@@ -3,7 +3,10 @@ config/models.yaml when the suite is validated; existing Anthropic suites hash a
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,18 @@ def test_a_local_server_takes_any_model_priced_zero(local_config):
     refused = "rescore.lane: batch, but judge provider 'local' (component 'quality') has no batch API"
     with pytest.raises(CriteriaError, match=refused.replace("(", r"\(").replace(")", r"\)")):
         parse("provider: local\n      model: my-finetune", config_dir=local_config, extra="rescore: {lane: batch}\n")
+
+
+def test_the_anthropic_sdks_deprecated_list_is_read_whole_without_importing_the_sdk():
+    """Resolving models (every API start, every embedded run) reads the installed SDK's list from its
+    source; it must be exactly the list the SDK holds, and the SDK must stay unimported."""
+    probe = (
+        "import sys, json; from assay.scoring.suites.catalog import anthropic_deprecated_models as m; "
+        "print(json.dumps([m(), 'anthropic' in sys.modules]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    read, imported = json.loads(done.stdout)
+    from anthropic.resources.messages.messages import DEPRECATED_MODELS
+
+    assert read == DEPRECATED_MODELS and len(read) >= 10
+    assert not imported

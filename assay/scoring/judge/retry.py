@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-import anthropic
-import openai
 import tenacity
 
 # Error codes the API puts in ``error.details.error_code`` when a 429 means "out of money", not
@@ -26,10 +26,36 @@ import tenacity
 SPEND_LIMIT_ERROR_CODES = frozenset(
     {"enforced_spend_limit_reached", "contract_spend_limit_reached", "linked_organization_spend_limit_reached"}
 )
-# What a provider's SDK raises: an HTTP answer that is an error, no answer at all, and either.
-STATUS_ERRORS: tuple[type[Exception], ...] = (anthropic.APIStatusError, openai.APIStatusError)
-CONNECTION_ERRORS: tuple[type[Exception], ...] = (anthropic.APIConnectionError, openai.APIConnectionError)
-API_ERRORS: tuple[type[Exception], ...] = (anthropic.APIError, openai.APIError)
+# Two threads importing an SDK at the same moment can leave it half-initialized for good: every
+# lazy import of the providers' SDKs (here and in the provider registry) holds this lock.
+SDK_IMPORT_LOCK = threading.RLock()
+
+
+@dataclass(frozen=True)
+class SdkErrors:
+    """What the providers' SDKs raise: an HTTP answer that is an error, no answer at all, and either."""
+
+    status: tuple[type[Exception], ...]
+    connection: tuple[type[Exception], ...]
+    api: tuple[type[Exception], ...]
+    openai_status: type[Exception]
+
+
+@functools.cache
+def sdk_errors() -> SdkErrors:
+    """Imported on first use, not with this module: the two SDKs cost about 2 s of CPU to import, which
+    every process that never calls a judge (beat, an embedded run without a key, a metrics worker)
+    would pay for nothing. By the time a call has failed, its provider has imported them."""
+    with SDK_IMPORT_LOCK:
+        import anthropic
+        import openai
+    return SdkErrors(
+        status=(anthropic.APIStatusError, openai.APIStatusError),
+        connection=(anthropic.APIConnectionError, openai.APIConnectionError),
+        api=(anthropic.APIError, openai.APIError),
+        openai_status=openai.APIStatusError,
+    )
+
 # OpenAI's error code for a 429 that means "out of credit" (not "too fast").
 OPENAI_QUOTA_CODES = frozenset({"insufficient_quota"})
 # 408 and 409 are retried by the SDK's own policy too; every other 4xx is the request's fault.
@@ -40,9 +66,10 @@ _TRANSIENT_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit
 
 def is_spend_limit(exc: BaseException) -> bool:
     """A 429 saying the organisation's spend limit is reached (by error code, or by message from proxies)."""
-    if not isinstance(exc, STATUS_ERRORS) or exc.status_code != 429:
+    errors = sdk_errors()
+    if not isinstance(exc, errors.status) or exc.status_code != 429:
         return False
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, errors.openai_status):
         return exc.code in OPENAI_QUOTA_CODES
     if exc.error_code in SPEND_LIMIT_ERROR_CODES:
         return True
@@ -56,9 +83,10 @@ def is_transient(exc: BaseException) -> bool:
     connection errors and timeouts. Not transient: 400, 401, 403, 404, 413, other 4xx, a spend-limit
     429, and anything that is not an API error (our own bugs must surface, not be retried).
     """
-    if isinstance(exc, CONNECTION_ERRORS):  # APITimeoutError is a subclass
+    errors = sdk_errors()
+    if isinstance(exc, errors.connection):  # APITimeoutError is a subclass
         return True
-    if not isinstance(exc, STATUS_ERRORS):
+    if not isinstance(exc, errors.status):
         return False
     status = exc.status_code
     if status >= 500:
@@ -73,7 +101,7 @@ def is_rate_limited(exc: BaseException) -> bool:
     """A 429 (or a streamed ``rate_limit_error``) asking us to slow down: backpressure, which the rate
     governor answers by holding the fleet back; never counted as an outage by the circuit breaker. A
     spend-limit 429 is not one (it is not transient at all)."""
-    if not isinstance(exc, STATUS_ERRORS) or is_spend_limit(exc):
+    if not isinstance(exc, sdk_errors().status) or is_spend_limit(exc):
         return False
     return exc.status_code == 429 or (exc.status_code < 400 and exc.type == "rate_limit_error")
 
@@ -105,7 +133,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
 
 
 def exception_retry_after(exc: BaseException | None) -> float | None:
-    if isinstance(exc, STATUS_ERRORS):
+    if isinstance(exc, sdk_errors().status):
         return retry_after_seconds(exc.response.headers)
     return None
 

@@ -26,15 +26,13 @@ from assay.scoring.judge.inflight import LEASE_MARGIN_SECONDS
 from assay.scoring.judge.prompt import JudgePrompt, PromptError, render_prompt
 from assay.scoring.judge.providers.base import Answer, Call, Provider
 from assay.scoring.judge.retry import (
-    API_ERRORS,
-    CONNECTION_ERRORS,
-    STATUS_ERRORS,
     RetryPolicy,
     exception_retry_after,
     is_outage,
     is_rate_limited,
     is_transient,
     retrying,
+    sdk_errors,
 )
 from assay.scoring.pricing import USAGE_FIELDS, cost_usd
 from assay.scoring.suites.providers import completion_limit
@@ -202,7 +200,7 @@ class _Judgment:
         except redis.RedisError as exc:
             # No permission from the breaker and governor, no call: wait for their store to come back.
             raise self._deferred(COORDINATION_RETRY_SECONDS, f"breaker/governor store unavailable: {exc}") from exc
-        except API_ERRORS as exc:
+        except sdk_errors().api as exc:
             described = self.provider.describe_error(exc)
             if not is_transient(exc):
                 raise _CallFailed(described) from exc
@@ -230,7 +228,7 @@ class _Judgment:
         )
         try:
             answer = await self.provider.send(call)
-        except STATUS_ERRORS as exc:
+        except sdk_errors().status as exc:
             if is_rate_limited(exc):
                 # Backpressure, not an outage: the whole fleet holds its calls to this model for as
                 # long as the provider asked (the retry waits that long too). First, before any other
@@ -247,7 +245,7 @@ class _Judgment:
                 # of leaving it to expire.
                 _bookkeep(self.breaker.record_success, model)
             raise
-        except CONNECTION_ERRORS as exc:
+        except sdk_errors().connection as exc:
             observability.judge_call(model, exc)
             _bookkeep(self.breaker.record_failure, model)
             raise

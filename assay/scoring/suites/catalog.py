@@ -4,6 +4,10 @@ are checked against it when the suite is resolved (``assay.scoring.suites.loader
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -128,10 +132,35 @@ def _deprecated_models(config: ProviderConfig) -> dict[str, Any]:
     anthropic type (its source of truth), and the list shipped in models.yaml for every provider."""
     deprecated: dict[str, Any] = dict(config.deprecated)
     if config.type == "anthropic":
-        from anthropic.resources.messages.messages import DEPRECATED_MODELS
-
-        deprecated.update(DEPRECATED_MODELS)
+        deprecated.update(anthropic_deprecated_models())
     return deprecated
+
+
+_ANTHROPIC_LIST_MODULE = "anthropic.resources.messages.messages"
+
+
+@lru_cache(maxsize=1)
+def anthropic_deprecated_models() -> dict[str, str]:
+    """The installed Anthropic SDK's ``DEPRECATED_MODELS``. Read from the module's source when the SDK
+    is not imported yet: importing it costs about a second of CPU, which every API start and every
+    embedded run without a judge would pay only to resolve model names (a literal in every SDK
+    release so far; the import is the fallback if that ever changes)."""
+    module = sys.modules.get(_ANTHROPIC_LIST_MODULE)
+    if module is None:
+        spec = importlib.util.find_spec("anthropic")  # finds the package without importing it
+        source = Path(spec.origin).parent / "resources" / "messages" / "messages.py" if spec and spec.origin else None
+        try:
+            tree = ast.parse(source.read_text()) if source else None
+        except (OSError, SyntaxError):
+            tree = None
+        for node in tree.body if tree else ():
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DEPRECATED_MODELS" for t in node.targets):
+                try:
+                    return dict(ast.literal_eval(node.value))
+                except ValueError:
+                    break
+        module = importlib.import_module(_ANTHROPIC_LIST_MODULE)
+    return dict(module.DEPRECATED_MODELS)
 
 
 @lru_cache(maxsize=8)

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from assay.scoring.judge.inflight import InFlight, InProcessInFlight, RedisInFlight
 from assay.scoring.judge.providers.base import BatchAPI, Provider
+from assay.scoring.judge.retry import SDK_IMPORT_LOCK
 from assay.scoring.suites.loader import ModelCatalog
 from assay.scoring.suites.providers import ProviderConfig
 
@@ -49,6 +50,18 @@ def api_key_for(name: str, config: ProviderConfig, anthropic_key: str | None, en
     return key or None
 
 
+def _provider_module(provider_type: str):  # type: ignore[no-untyped-def]
+    """The module that speaks ``provider_type``'s API, imported (with its SDK) only once a provider of
+    that type is built, under the SDK import lock: a process without an Anthropic key never pays for
+    the Anthropic SDK's import."""
+    with SDK_IMPORT_LOCK:
+        if provider_type == "anthropic":
+            from assay.scoring.judge.providers import anthropic_messages as module
+        else:
+            from assay.scoring.judge.providers import openai_chat as module
+    return module
+
+
 def build_registry(
     catalog: ModelCatalog,
     *,
@@ -59,8 +72,6 @@ def build_registry(
     env: Mapping[str, str] | None = None,
 ) -> ProviderRegistry:
     """Every provider of ``catalog`` that has what it needs to be called (its key)."""
-    from assay.scoring.judge.providers import anthropic_messages, openai_chat
-
     env = os.environ if env is None else env
     providers: dict[str, Provider] = {}
     missing: dict[str, str] = {}
@@ -70,13 +81,12 @@ def build_registry(
             missing[name] = _no_key_reason(name, config)
             continue
         cap = in_flight(name, config.max_in_flight) if config.max_in_flight else None
+        module = _provider_module(config.type)
         if config.type == "anthropic":
-            base_url = config.base_url or anthropic_base_url
-            client = anthropic_messages.make_client(key, base_url, timeout)
-            providers[name] = anthropic_messages.AnthropicProvider(name, client, cap)
+            client = module.make_client(key, config.base_url or anthropic_base_url, timeout)
+            providers[name] = module.AnthropicProvider(name, client, cap)
         else:
-            client = openai_chat.make_client(key, config.base_url, timeout)
-            providers[name] = openai_chat.OpenAIProvider(name, config, client, cap)
+            providers[name] = module.OpenAIProvider(name, config, module.make_client(key, config.base_url, timeout), cap)
     return ProviderRegistry(providers, missing)
 
 
@@ -89,19 +99,18 @@ def build_batch_apis(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, BatchAPI]:
     """The batch API of every provider of ``catalog`` that has one (``batch: true``) and its key."""
-    from assay.scoring.judge.providers import anthropic_messages, openai_chat
-
     env = os.environ if env is None else env
     apis: dict[str, BatchAPI] = {}
     for name, config in catalog.providers.items():
         key = api_key_for(name, config, anthropic_key, env)
         if not config.has_batch_api or key is None:
             continue
+        module = _provider_module(config.type)
         if config.type == "anthropic":
-            client = anthropic_messages.make_batch_client(key, config.base_url or anthropic_base_url, timeout)
-            apis[name] = anthropic_messages.AnthropicBatches(name, client)
+            client = module.make_batch_client(key, config.base_url or anthropic_base_url, timeout)
+            apis[name] = module.AnthropicBatches(name, client)
         else:
-            apis[name] = openai_chat.OpenAIBatches(name, config, openai_chat.make_batch_client(key, config.base_url, timeout))
+            apis[name] = module.OpenAIBatches(name, config, module.make_batch_client(key, config.base_url, timeout))
     return apis
 
 
