@@ -70,7 +70,6 @@ wraps it as ``batch_outcomes(outcomes, every_nth=..., nth_outcome=...)``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import math
@@ -123,6 +122,7 @@ from assay.dev.fake_answers import (
     reconfigure,
     schema_answer,
     script_behaviours,
+    wait_as_drawn,
 )
 from assay.dev.loopback import SERVER_DEFAULTS, LoopbackServer
 from assay.dev.ratelimit import (
@@ -452,18 +452,10 @@ def create_app(config: FakeConfig | None = None) -> Starlette:
         headers.update(state.ratelimit_headers(now))
         headers.update(behaviour.headers)
 
-        latency = behaviour.latency if behaviour.latency is not None else state.config.latency
-        if latency:
-            await asyncio.sleep(latency)
-
-        if behaviour.kind == "hang":
-            deadline = time.monotonic() + behaviour.hang_seconds
-            while time.monotonic() < deadline:
-                if await request.is_disconnected():
-                    call["status"] = 499  # the client gave up first, as it should
-                    return Response(status_code=499, headers=headers)
-                await asyncio.sleep(0.05)
-        elif behaviour.kind in _ERRORS or behaviour.kind == "error":
+        gave_up = await wait_as_drawn(behaviour, state.config, request, call, headers)
+        if gave_up is not None:
+            return gave_up
+        if behaviour.kind in _ERRORS or behaviour.kind == "error":
             state.limits.give_back("output_tokens", reserved, time.time())  # an error answers no tokens
             response = _scripted_error(behaviour, headers)
             call["status"] = response.status_code

@@ -4,15 +4,18 @@ the request's JSON schema, a deterministic function of the item."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import random
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.responses import JSONResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 INJECTION_MARKER = "IGNORE PREVIOUS INSTRUCTIONS"
 # API version 2026-10-21 (the one SDK 2.x sends) removed sampling parameters: the real API answers 400.
@@ -487,3 +490,21 @@ def reconfigure(state: Any, payload: Any, model: type[FakeConfig]) -> JSONRespon
         return JSONResponse({"error": exc.errors(include_url=False)}, 422)
     state.reconfigured()
     return JSONResponse(state.config.model_dump())
+
+
+async def wait_as_drawn(
+    behaviour: Any, config: Any, request: Request, call: dict[str, Any], headers: dict[str, str]
+) -> Response | None:
+    """The drawn behaviour's latency (else the configured one), then, for a ``hang``, its hang until the
+    client gives up: that call is recorded as 499 and its answer returned. None: answer as drawn."""
+    latency = behaviour.latency if behaviour.latency is not None else config.latency
+    if latency:
+        await asyncio.sleep(latency)
+    if behaviour.kind == "hang":
+        deadline = time.monotonic() + behaviour.hang_seconds
+        while time.monotonic() < deadline:
+            if await request.is_disconnected():
+                call["status"] = 499  # the client gave up first, as it should
+                return Response(status_code=499, headers=headers)
+            await asyncio.sleep(0.05)
+    return None

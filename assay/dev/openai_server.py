@@ -27,7 +27,6 @@ call's *item key*; a conversation with an assistant turn is a repair), the same 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -54,6 +53,7 @@ from assay.dev.anthropic_server import (
     script_batch_outcomes,
     script_behaviours,
 )
+from assay.dev.fake_answers import wait_as_drawn
 from assay.dev.loopback import SERVER_DEFAULTS
 from assay.dev.openai_batches import BatchAPI
 from assay.dev.ratelimit import (
@@ -232,17 +232,10 @@ def create_app(config: FakeOpenAIConfig | None = None) -> Starlette:
         headers.update(state.ratelimit_headers(now))
         headers.update(behaviour.headers)
 
-        latency = behaviour.latency if behaviour.latency is not None else state.config.latency
-        if latency:
-            await asyncio.sleep(latency)
-        if behaviour.kind == "hang":
-            deadline = time.monotonic() + behaviour.hang_seconds
-            while time.monotonic() < deadline:
-                if await request.is_disconnected():
-                    call["status"] = 499
-                    return Response(status_code=499, headers=headers)
-                await asyncio.sleep(0.05)
-        elif behaviour.kind in _ERRORS or behaviour.kind == "error":
+        gave_up = await wait_as_drawn(behaviour, state.config, request, call, headers)
+        if gave_up is not None:
+            return gave_up
+        if behaviour.kind in _ERRORS or behaviour.kind == "error":
             status, error_type, code = _CODES.get(behaviour.kind, (behaviour.status or 500, "server_error", None))
             status = behaviour.status or status
             if behaviour.retry_after is not None:
